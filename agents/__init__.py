@@ -1,0 +1,1 @@
+"""Agents: the Agent base and the value-based algorithms built on it."""

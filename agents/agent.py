@@ -1,0 +1,250 @@
+"""The Agent base: observe, act, train, learn_from_batch, handle_episode_ended, target sync.
+
+An agent never touches an environment: a LevelManager hands it filtered observations and rewards
+and passes its actions on. A subclass implements only what differs: its networks
+(:meth:`create_networks`), how it computes Q-values for acting (:meth:`q_values`) and its update
+(:meth:`learn_from_batch`).
+"""
+from __future__ import annotations
+
+import abc
+import copy
+import random
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from exploration_policies import EpsilonBoltzmann, ExplorationPolicy
+from memories.experience_replay import ExperienceReplay, SampledTransitions
+from rulka.core_types import ActionInfo, Counters, Observation, RunPhase, TransitionBatch
+from rulka.parameters import ExperimentConfig
+from rulka.schedules import Schedule
+
+
+class Agent(abc.ABC):
+    """Base of the value-based agents.
+
+    Args:
+        config: the experiment configuration (the agent reads its sections).
+        observation_space: the filtered observation space, a ``spaces.Dict``.
+        action_space: the filtered action space, a ``spaces.Discrete``.
+        device: where the networks live.
+        seed: seeds the memory, the exploration and the torch generator used by the agent.
+    """
+
+    def __init__(self, config: ExperimentConfig, observation_space: spaces.Dict, action_space: spaces.Discrete,
+                 device: torch.device | str = "cpu", seed: int | None = None) -> None:
+        if not isinstance(action_space, spaces.Discrete):
+            raise ValueError(f"{type(self).__name__} needs a Discrete action space, got {action_space}")
+        self.config = config
+        self.observation_space = observation_space
+        self.num_actions = int(action_space.n)
+        self.device = torch.device(device)
+        self.counters = Counters()
+        self.learning_started_at_transition: int | None = None
+        self.transitions_sampled_at_last_target_update = 0
+        self.memory = self.create_memory(seed)
+        self.exploration = self.create_exploration_policy(seed)
+        self.online_network = self.create_networks().to(self.device)
+        self.target_network = copy.deepcopy(self.online_network).requires_grad_(False)
+        training = config.training
+        self.optimizer = torch.optim.RAdam(
+            self.online_network.parameters(), lr=self.learning_rate(),
+            eps=training.adam_epsilon, betas=(training.adam_beta1, training.adam_beta2),
+        )
+
+    # ------------------------------------------------------------------ building blocks
+    @abc.abstractmethod
+    def create_networks(self) -> nn.Module:
+        """The online network (the target network is a copy)."""
+
+    def create_memory(self, seed: int | None) -> ExperienceReplay:
+        capacity, _ = self.memory_sizes()
+        return ExperienceReplay(
+            self.observation_space, capacity, self.config.training.n_steps,
+            self.config.training.discard_non_greedy_actions_in_nsteps, seed,
+        )
+
+    def create_exploration_policy(self, seed: int | None) -> ExplorationPolicy:
+        e = self.config.exploration
+        return EpsilonBoltzmann(self.num_actions, e.epsilon_schedule, e.epsilon_boltzmann_schedule,
+                                e.tau_epsilon_boltzmann, e.evaluation_epsilon, seed)
+
+    # ------------------------------------------------------------------ schedules
+    def schedule_value(self, schedule: Schedule) -> Any:
+        return schedule.value(self.counters.get(schedule.counter), self.config.training.global_schedule_speed)
+
+    def learning_rate(self) -> float:
+        return float(self.schedule_value(self.config.training.lr_schedule))
+
+    def gamma(self) -> float:
+        return float(self.schedule_value(self.config.training.gamma_schedule))
+
+    def memory_sizes(self) -> tuple[int, int]:
+        """(capacity, start_learning_size) from ``memory_size_schedule``."""
+        capacity, start = self.schedule_value(self.config.memory.memory_size_schedule)
+        return int(capacity), int(start)
+
+    def schedule_step(self, schedule: Schedule) -> float:
+        return self.counters.get(schedule.counter) * self.config.training.global_schedule_speed
+
+    # ------------------------------------------------------------------ acting
+    @abc.abstractmethod
+    def q_values(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
+        """(E, A) action values of a batch of observations, for acting."""
+
+    def act(self, observation: Observation, phase: RunPhase) -> ActionInfo:
+        """Choose one action per environment. ``observation`` holds (E, ...) arrays."""
+        count = len(next(iter(observation.values())))
+        if phase is RunPhase.HEATUP:
+            actions = self.exploration.random_actions(count)
+            return ActionInfo(actions, np.zeros(count, dtype=bool))
+        with torch.no_grad():
+            q = self.q_values(self.to_device(observation)).cpu().numpy()
+        step = self.schedule_step(self.config.exploration.epsilon_schedule)
+        actions, was_greedy = self.exploration.select(q, step, phase)
+        return ActionInfo(actions, was_greedy, q)
+
+    def to_device(self, observation: Observation) -> dict[str, torch.Tensor]:
+        return {k: torch.as_tensor(v).to(self.device, non_blocking=True) for k, v in observation.items()}
+
+    # ------------------------------------------------------------------ observing
+    def observe(self, state: Observation, action: int, was_greedy: bool, reward: float,
+                next_state: Observation, terminated: bool, truncated: bool) -> None:
+        """Record one training step (one environment, unbatched arrays) and count it."""
+        self.memory.add(state, action, reward, next_state, terminated, truncated, was_greedy)
+        self.counters.env_steps += 1
+        capacity, _ = self.memory_sizes()
+        if capacity != self.memory.capacity:
+            self.memory.set_capacity(capacity)
+
+    def handle_episode_ended(self) -> None:
+        self.counters.episodes += 1
+
+    # ------------------------------------------------------------------ training
+    def can_learn(self) -> bool:
+        _, start = self.memory_sizes()
+        return len(self.memory) >= max(start, self.config.training.batch_size)
+
+    def updates_allowed(self) -> int:
+        """Gradient updates the replay-ratio gate allows now.
+
+        Learning may sample at most ``number_times_single_memory_is_used_before_discard``
+        transitions per transition stored since learning started.
+        """
+        if self.learning_started_at_transition is None:
+            if not self.can_learn():
+                return 0
+            self.learning_started_at_transition = self.memory.transitions_added
+        stored = self.memory.transitions_added - self.learning_started_at_transition + 1
+        budget = self.config.memory.number_times_single_memory_is_used_before_discard * stored
+        return max(0, int((budget - self.counters.transitions_sampled) // self.config.training.batch_size))
+
+    def train(self) -> dict[str, float] | None:
+        """Train as much as the replay-ratio gate allows; the stats of the last update, if any."""
+        stats = None
+        for _ in range(self.updates_allowed()):
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.learning_rate()
+            batch = self.sample_batch()
+            stats = self.learn_from_batch(batch)
+            self.counters.gradient_updates += 1
+            self.counters.transitions_sampled += batch.size
+            self.update_target_network_if_due()
+        return stats
+
+    def sample_batch(self) -> TransitionBatch:
+        return self.to_batch(self.memory.sample(self.config.training.batch_size, self.gamma()))
+
+    def to_batch(self, sampled: SampledTransitions) -> TransitionBatch:
+        tensor = lambda a: torch.from_numpy(a).to(self.device, non_blocking=True)  # noqa: E731
+        return TransitionBatch(
+            states={k: tensor(v) for k, v in sampled.states.items()},
+            actions=tensor(sampled.actions),
+            returns=tensor(sampled.returns),
+            discounts=tensor(sampled.discounts),
+            next_states={k: tensor(v) for k, v in sampled.next_states.items()},
+            weights=tensor(sampled.weights),
+            indices=sampled.indices,
+        )
+
+    @abc.abstractmethod
+    def learn_from_batch(self, batch: TransitionBatch) -> dict[str, float]:
+        """One gradient update; returns scalars to log (at least ``loss``)."""
+
+    def optimize(self, loss: torch.Tensor) -> float:
+        """Backward, clip the gradient norm then each value, step, multiplicative weight decay."""
+        nn_params = self.config.neural_network
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.online_network.parameters(), nn_params.clip_grad_norm)
+        torch.nn.utils.clip_grad_value_(self.online_network.parameters(), nn_params.clip_grad_value)
+        self.optimizer.step()
+        decay = self.config.training.weight_decay_lr_ratio
+        if decay:
+            factor = 1.0 - self.optimizer.param_groups[0]["lr"] * decay
+            with torch.no_grad():
+                for p in self.online_network.parameters():
+                    p.mul_(factor)
+        return float(grad_norm)
+
+    def update_target_network_if_due(self) -> None:
+        every = self.config.neural_network.number_memories_trained_on_between_target_network_updates
+        if self.counters.transitions_sampled - self.transitions_sampled_at_last_target_update >= every:
+            self.transitions_sampled_at_last_target_update = self.counters.transitions_sampled
+            self.sync_target_network(self.config.neural_network.soft_update_tau)
+
+    def sync_target_network(self, tau: float = 1.0) -> None:
+        """target = tau * online + (1 - tau) * target (tau = 1 copies)."""
+        with torch.no_grad():
+            for target, online in zip(self.target_network.parameters(), self.online_network.parameters()):
+                target.lerp_(online, tau)
+            for target, online in zip(self.target_network.buffers(), self.online_network.buffers()):
+                target.copy_(online)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self, include_memory: bool) -> dict[str, Any]:
+        state = {
+            "online_network": self.online_network.state_dict(),
+            "target_network": self.target_network.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "counters": self.counters.to_dict(),
+            "learning_started_at_transition": self.learning_started_at_transition,
+            "transitions_sampled_at_last_target_update": self.transitions_sampled_at_last_target_update,
+            "exploration_rng": self.exploration.rng.bit_generator.state,
+            "memory_rng": self.memory.rng.bit_generator.state,
+            "torch_rng": torch.get_rng_state(),
+            "numpy_rng": _numpy_legacy_state(),
+            "python_rng": random.getstate(),
+        }
+        if include_memory:
+            state["memory"] = self.memory.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.online_network.load_state_dict(state["online_network"])
+        self.target_network.load_state_dict(state["target_network"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.counters = Counters(**state["counters"])
+        self.learning_started_at_transition = state["learning_started_at_transition"]
+        self.transitions_sampled_at_last_target_update = state["transitions_sampled_at_last_target_update"]
+        self.exploration.rng.bit_generator.state = state["exploration_rng"]
+        self.memory.rng.bit_generator.state = state["memory_rng"]
+        torch.set_rng_state(state["torch_rng"])
+        name, keys, pos, has_gauss, cached = state["numpy_rng"]
+        np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+        random.setstate(_as_tuples(state["python_rng"]))
+        if "memory" in state:
+            self.memory.load_state_dict(state["memory"])
+
+
+def _numpy_legacy_state() -> list:
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return [name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached]
+
+
+def _as_tuples(value: Any) -> Any:
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value

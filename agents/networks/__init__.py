@@ -1,0 +1,1 @@
+"""Networks: input embedders per observation name, a quantile embedding, and Q heads."""

@@ -1,0 +1,88 @@
+"""Input embedders: one per observation name, sized from the filtered observation space.
+
+The default choice follows the space: a vector (rank 1) gets an MLP, an image (rank 3, C x H x W)
+gets a convolution stack. An agent subclass can pass its own factory for a name (the TrackMania
+agent does, for its frame and float heads).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from agents.networks.init import LEAKY_RELU_SLOPE
+
+EmbedderFactory = Callable[[spaces.Box], nn.Module]
+
+
+def mlp(sizes: list[int]) -> nn.Sequential:
+    """Linear layers of the given sizes, each followed by LeakyReLU."""
+    layers: list[nn.Module] = []
+    for n_in, n_out in zip(sizes, sizes[1:]):
+        layers += [nn.Linear(n_in, n_out), nn.LeakyReLU(LEAKY_RELU_SLOPE)]
+    return nn.Sequential(*layers)
+
+
+class VectorEmbedder(nn.Module):
+    """(B, D) float vectors to (B, hidden_sizes[-1]) features."""
+
+    def __init__(self, input_size: int, hidden_sizes: list[int]) -> None:
+        super().__init__()
+        self.layers = mlp([input_size, *hidden_sizes])
+        self.output_size = hidden_sizes[-1] if hidden_sizes else input_size
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x.float())
+
+
+class ImageEmbedder(nn.Module):
+    """(B, C, H, W) uint8 images to flat features: ``(x - 128) / 128`` then a conv stack.
+
+    The default stack is Linesight's: Conv(C->16, k4, s2), Conv(16->32, k4, s2), Conv(32->64, k3, s2),
+    Conv(64->32, k3, s1), LeakyReLU after each. The output size is computed from H x W.
+    """
+
+    def __init__(self, shape: tuple[int, int, int],
+                 convs: tuple[tuple[int, int, int], ...] = ((16, 4, 2), (32, 4, 2), (64, 3, 2), (32, 3, 1))) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        channels = shape[0]
+        for out_channels, kernel, stride in convs:
+            layers += [nn.Conv2d(channels, out_channels, kernel, stride), nn.LeakyReLU(LEAKY_RELU_SLOPE)]
+            channels = out_channels
+        self.layers = nn.Sequential(*layers, nn.Flatten())
+        with torch.no_grad():
+            self.output_size = int(self.layers(torch.zeros(1, *shape)).shape[1])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers((x.float() - 128.0) / 128.0)
+
+
+def default_embedder(space: spaces.Box, vector_hidden_sizes: list[int]) -> nn.Module:
+    if len(space.shape) == 1:
+        return VectorEmbedder(space.shape[0], vector_hidden_sizes)
+    if len(space.shape) == 3:
+        return ImageEmbedder(space.shape)
+    raise ValueError(
+        f"no default embedder for observations of shape {space.shape}: flatten them with a filter or "
+        "give the agent an embedder factory for that name"
+    )
+
+
+class MultiInputEmbedder(nn.Module):
+    """Embeds each named observation and concatenates the features: dict -> (B, output_size)."""
+
+    def __init__(self, observation_space: spaces.Dict, vector_hidden_sizes: list[int],
+                 factories: dict[str, EmbedderFactory] | None = None) -> None:
+        super().__init__()
+        factories = factories or {}
+        self.embedders = nn.ModuleDict({
+            name: factories[name](space) if name in factories else default_embedder(space, vector_hidden_sizes)
+            for name, space in observation_space.spaces.items()
+        })
+        self.output_size = sum(e.output_size for e in self.embedders.values())
+
+    def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
+        return torch.cat([embedder(observations[name]) for name, embedder in self.embedders.items()], dim=1)

@@ -1,0 +1,46 @@
+"""Backend registry: ``make_backend("sim" | "tmi" | ..., params, **options)``.
+
+A backend module registers a factory with :func:`register_backend`. Names not registered yet are
+looked up as a module ``environments.trackmania.<name>`` whose import is expected to register them
+(so ``tmi`` plugs in from ``environments/trackmania/tmi/__init__.py`` without touching the env).
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+from environments.trackmania.backend import TrackManiaBackend
+
+BackendFactory = Callable[..., TrackManiaBackend]
+_REGISTRY: dict[str, BackendFactory] = {}
+
+
+def register_backend(name: str, factory: BackendFactory) -> None:
+    """Make ``factory(params, **options) -> TrackManiaBackend`` available as ``name``."""
+    _REGISTRY[name] = factory
+
+
+def available_backends() -> list[str]:
+    """Names registered so far."""
+    return sorted(_REGISTRY)
+
+
+def make_backend(name: str, params: Any, **options: Any) -> TrackManiaBackend:
+    """Build the backend called ``name`` for ``params`` (TrackManiaEnvironmentParameters)."""
+    if name not in _REGISTRY:
+        try:
+            importlib.import_module(f"environments.trackmania.{name}")
+        except ImportError as exc:
+            raise KeyError(f"unknown TrackMania backend {name!r} (registered: {available_backends()}): {exc}") from exc
+        if name not in _REGISTRY:
+            raise KeyError(f"module environments.trackmania.{name} did not register a backend named {name!r}")
+    return _REGISTRY[name](params, **options)
+
+
+def _make_sim(params: Any, **options: Any) -> TrackManiaBackend:
+    from environments.trackmania.sim.backend import SimBackend, SimOptions
+
+    return SimBackend(params, SimOptions(**options))
+
+
+register_backend("sim", _make_sim)

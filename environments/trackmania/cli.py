@@ -1,0 +1,88 @@
+"""TrackMania subcommands for the ``rulka`` CLI: ``baseline``, ``record`` and ``stats``.
+
+The main CLI calls :func:`register_commands(subparsers)`; each subcommand sets ``func`` to a
+callable ``(args) -> exit code``.
+"""
+from __future__ import annotations
+
+import argparse
+
+from environments.trackmania.tracks import BUILTIN_TRACK_NAMES, DEFAULT_TRACK
+
+_TRACK_HELP = (f"track: {', '.join(BUILTIN_TRACK_NAMES)} (default {DEFAULT_TRACK}), procedural:SEED, loop:SEED, "
+               "hockolicious, or PATH.npy[@ROAD_WIDTH_M]")
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    """Print the classical driver's race time on ``--track``."""
+    from environments.trackmania.baseline import run_baseline
+
+    result = run_baseline(args.track, seed=args.seed)
+    status = "finished" if result.finished else f"did not finish ({result.end_reason})"
+    print(f"track {result.track}: {status} in {result.race_time_s:.2f} s "
+          f"({result.steps} actions; speed-profile prediction {result.predicted_time_s:.2f} s)")
+    return 0 if result.finished else 1
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    """Write a GIF of the frames and a PNG of the trajectory for one episode."""
+    from environments.trackmania.env import TrackManiaEnv
+    from environments.trackmania.parameters import TrackManiaEnvironmentParameters
+    from environments.trackmania.record import baseline_policy, random_policy, record_episode
+
+    params = TrackManiaEnvironmentParameters(game_camera_number=args.camera)
+    env = TrackManiaEnv(params=params, track=args.track)
+    policy = baseline_policy(env) if args.policy == "baseline" else random_policy(env, args.seed)
+    result = record_episode(env, policy, args.out, seed=args.seed, name=f"{args.track.replace(':', '_').replace('/', '_')}_{args.policy}",
+                            max_steps=args.max_steps)
+    env.close()
+    print(f"wrote {result.gif_path} and {result.png_path}: {result.steps} actions, "
+          f"race time {result.info['race_time_ms'] / 1000:.2f} s, end: {result.info['end_reason'] or 'max steps'}")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Measure the floats' mean / std from noisy classical-driver rollouts and write a YAML section."""
+    from environments.trackmania.normalization import measure_float_stats, write_state_normalization_yaml
+
+    mean, std, n = measure_float_stats(args.track, episodes=args.episodes, noise=args.noise, seed=args.seed)
+    path = write_state_normalization_yaml(args.out, mean, std)
+    print(f"wrote state_normalization ({len(mean)} floats, {n} samples) to {path}")
+    return 0
+
+
+def register_commands(subparsers: "argparse._SubParsersAction") -> None:
+    """Add ``baseline``, ``record`` and ``stats`` to the main CLI's subparsers."""
+    p = subparsers.add_parser("baseline", help="race time of the classical driver on a simulator track")
+    p.add_argument("--track", default=DEFAULT_TRACK, help=_TRACK_HELP)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_baseline)
+
+    p = subparsers.add_parser("record", help="write an episode as GIF (frames) + PNG (top-down trajectory)")
+    p.add_argument("--track", default=DEFAULT_TRACK, help=_TRACK_HELP)
+    p.add_argument("--policy", choices=["baseline", "random"], default="baseline")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--camera", type=int, choices=[1, 2, 3], default=2, help="game_camera_number")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after this many actions")
+    p.set_defaults(func=cmd_record)
+
+    p = subparsers.add_parser("stats", help="measure float mean/std from rollouts into a YAML state_normalization")
+    p.add_argument("--track", default=DEFAULT_TRACK, help=_TRACK_HELP)
+    p.add_argument("--episodes", type=int, default=4)
+    p.add_argument("--noise", type=float, default=0.15, help="probability of a random action")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="YAML file to write")
+    p.set_defaults(func=cmd_stats)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry point (``python -m environments.trackmania.cli``) until the main CLI hooks us in."""
+    parser = argparse.ArgumentParser(prog="rulka-trackmania")
+    register_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

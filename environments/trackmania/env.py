@@ -1,0 +1,172 @@
+"""``TrackManiaEnv``: the gymnasium environment, identical for every backend.
+
+Observation ``Dict(frame=Box(uint8, (1, H, W)), floats=Box(float32, (F,)))`` (F = 184 at defaults,
+layout in :mod:`environments.trackmania.layout`), action ``Discrete(12)`` (table in
+:mod:`environments.trackmania.actions`). Crossing the finish line terminates; the race-time limit
+and the no-progress limit truncate.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from environments.trackmania.actions import N_ACTIONS, action_to_inputs
+from environments.trackmania.backend import CarState, TrackManiaBackend
+from environments.trackmania.backends import make_backend
+from environments.trackmania.layout import FloatLayout
+from environments.trackmania.observation import ObservationBuilder
+from environments.trackmania.parameters import TrackManiaEnvironmentParameters
+from environments.trackmania.rewards import EpisodeEndRules, RewardFunction
+from environments.trackmania.track import Track
+from environments.trackmania.tracks import resolve_track
+from environments.trackmania.zones import ZoneCenters, ZoneTracker
+
+_SEED_BOUND = 2 ** 31 - 1
+
+
+class TrackManiaEnv(gym.Env):
+    """A TrackMania race on one track, one action = ``tm_engine_step_per_action`` engine ticks."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
+
+    def __init__(
+        self,
+        params: TrackManiaEnvironmentParameters | None = None,
+        track: Track | str | None = None,
+        backend: str | TrackManiaBackend = "sim",
+        backend_options: dict[str, Any] | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        self.params = params = params or TrackManiaEnvironmentParameters()
+        self.track = resolve_track(track)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.render_mode = render_mode
+        if isinstance(backend, TrackManiaBackend):
+            self.backend = backend
+        else:
+            self.backend = make_backend(backend, params, **(backend_options or {}))
+        self.backend_name = backend if isinstance(backend, str) else type(backend).__name__
+        self.layout = FloatLayout.from_parameters(params)
+        real_cps = self.track.checkpoint_positions if params.sync_virtual_and_real_checkpoints else None
+        self.zones = ZoneCenters.from_raw_line(
+            self.track.reference_line,
+            params.n_zone_centers_extrapolate_before_start_of_map,
+            params.n_zone_centers_extrapolate_after_end_of_map,
+            real_checkpoints=real_cps,
+        )
+        self._start_progress_m = self.zones.progress_m(self.zones.first_real,
+                                                       self.zones.centers[self.zones.first_real])
+        self.tracker = ZoneTracker(self.zones, params.road_width, params.sync_virtual_and_real_checkpoints)
+        self.builder = ObservationBuilder(self.layout, self.zones, params.one_every_n_zone_centers_in_inputs,
+                                          params.margin_to_announce_finish_meters)
+        self.reward_fn = RewardFunction(params)
+        self.end_rules = EpisodeEndRules(params)
+        h, w = params.H_downsized, params.W_downsized
+        self.observation_space = spaces.Dict({
+            "frame": spaces.Box(0, 255, shape=(1, h, w), dtype=np.uint8),
+            "floats": spaces.Box(-np.inf, np.inf, shape=(self.layout.size,), dtype=np.float32),
+        })
+        self.action_space = spaces.Discrete(N_ACTIONS)
+        self.state: CarState | None = None
+        self._frame: np.ndarray | None = None
+        self._progress = 0.0
+        self._furthest_progress = 0.0
+        self._last_new_zone_ms = 0
+        self._steps = 0
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Start a new race; with ``seed`` the whole episode is reproducible."""
+        super().reset(seed=seed)
+        backend_seed = int(self.np_random.integers(_SEED_BOUND))
+        state, frame = self.backend.start_race(self.track, backend_seed)
+        self.tracker.reset()
+        zone = self.tracker.update(state.position)
+        self._progress = self._furthest_progress = self.zones.progress_m(zone, state.position)
+        self._last_new_zone_ms = state.race_time_ms
+        self._steps = 0
+        self.builder.reset()
+        self.reward_fn.reset(self._distance_to_current_point(state.position))
+        self.state = state
+        return self._observation(state, frame), self._info(state, "")
+
+    def step(self, action):
+        """Hold action ``action`` (0..11) for one action duration."""
+        if self.state is None:
+            raise RuntimeError("call reset() before step()")
+        if not self.action_space.contains(action):
+            raise ValueError(f"invalid action {action!r}; expected an int in [0, {N_ACTIONS})")
+        action = int(action)
+        state, frame = self.backend.step(action_to_inputs(action))
+        self.builder.push_action(action)
+        furthest_before = self.tracker.furthest
+        zone = self.tracker.update(state.position)
+        if self.tracker.furthest > furthest_before:
+            self._last_new_zone_ms = state.race_time_ms
+        progress = self.zones.progress_m(zone, state.position)
+        reward = self.reward_fn(progress - self._progress, self._distance_to_current_point(state.position))
+        self._progress = progress
+        self._furthest_progress = max(self._furthest_progress, progress)
+        end = self.end_rules(state.finished, state.race_time_ms, self._last_new_zone_ms)
+        self.state = state
+        self._steps += 1
+        return self._observation(state, frame), float(reward), end.terminated, end.truncated, self._info(state,
+                                                                                                          end.reason)
+
+    def render(self):
+        """The last frame as an (H, W, 3) uint8 image (render_mode ``rgb_array``)."""
+        if self._frame is None:
+            return None
+        return np.repeat(self._frame[0][:, :, None], 3, axis=2)
+
+    def close(self) -> None:
+        """Release the backend."""
+        self.backend.close()
+
+    # ------------------------------------------------------------------ helpers
+    def _distance_to_current_point(self, position: np.ndarray) -> float:
+        return float(np.linalg.norm(self.zones.centers[self.tracker.current] - position))
+
+    def _observation(self, state: CarState, frame: np.ndarray) -> dict[str, np.ndarray]:
+        floats = self.builder.build(state, self.tracker.current, self._progress)
+        self._frame = frame.reshape(1, *frame.shape).copy()
+        return {"frame": self._frame, "floats": floats.copy()}
+
+    @property
+    def progress_m(self) -> float:
+        """Metres along the reference line from its first transition (the start is ~n_before x 0.5 m in)."""
+        return self._progress
+
+    @property
+    def race_progress_m(self) -> float:
+        """Metres driven along the line since the start."""
+        return self._progress - self._start_progress
+
+    @property
+    def _start_progress(self) -> float:
+        return self._start_progress_m
+
+    def _info(self, state: CarState, end_reason: str) -> dict[str, Any]:
+        finish = self.zones.finish_progress_m
+        start = self._start_progress
+        return {
+            "race_time_ms": state.race_time_ms,
+            "progress_m": self._progress - start,
+            "furthest_progress_m": self._furthest_progress - start,
+            "distance_to_finish_m": max(0.0, finish - self._progress),
+            "progress_fraction": (self._progress - start) / max(finish - start, 1e-9),
+            "finished": bool(state.finished),
+            "zone": self.tracker.current,
+            "furthest_zone": self.tracker.furthest,
+            "speed_kmh": state.speed_kmh,
+            "gear": state.gear,
+            "track": self.track.name,
+            "backend": self.backend_name,
+            "end_reason": end_reason,
+            "checkpoint_times_ms": list(state.checkpoint_times_ms),
+            "steps": self._steps,
+        }

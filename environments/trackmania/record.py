@@ -1,0 +1,143 @@
+"""Seeing an episode: an animated GIF of the agent's frames with a speed / action overlay, and a
+top-down PNG of the driven trajectory over the track (Pillow)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from environments.trackmania.actions import ACTION_TABLE, INPUT_NAMES
+from environments.trackmania.track import Track
+
+Policy = Callable[[dict[str, np.ndarray]], int]
+
+#: GIF frames are upscaled by this factor for viewing.
+GIF_SCALE = 2
+#: Longest GIF written; longer episodes keep every k-th frame, frames.
+MAX_GIF_FRAMES = 1200
+#: Size of the longer side of the top-down PNG, pixels.
+MAP_SIZE_PX = 900
+MAP_MARGIN_PX = 30
+_INPUT_GLYPHS = {"accelerate": "^", "brake": "v", "left": "<", "right": ">"}
+
+
+@dataclass
+class RecordResult:
+    """What :func:`record_episode` wrote and how the episode ended."""
+
+    gif_path: Path
+    png_path: Path
+    steps: int
+    total_reward: float
+    info: dict[str, Any]
+
+
+def _overlay(frame: np.ndarray, speed_kmh: float, action: int | None, race_time_ms: int) -> Image.Image:
+    img = Image.fromarray(frame).resize((frame.shape[1] * GIF_SCALE, frame.shape[0] * GIF_SCALE), Image.NEAREST)
+    img = img.convert("RGB")
+    draw = ImageDraw.Draw(img)
+    keys = ""
+    if action is not None:
+        keys = "".join(_INPUT_GLYPHS[n] for n, on in zip(INPUT_NAMES, ACTION_TABLE[action]) if on) or "-"
+    text = f"{speed_kmh:5.0f} km/h  {race_time_ms / 1000:6.2f} s  a={action if action is not None else '-'} {keys}"
+    draw.rectangle([0, 0, img.width, 14], fill=(0, 0, 0))
+    draw.text((3, 2), text, fill=(255, 255, 0))
+    return img
+
+
+def draw_trajectory_png(track: Track, positions: np.ndarray, speeds_kmh: np.ndarray, path: str | Path) -> Path:
+    """Top-down PNG of ``track`` (road band, start green, finish red) with ``positions`` (T, 3) coloured by speed."""
+    line = track.reference_line
+    xz = line[:, [0, 2]]
+    pts = positions[:, [0, 2]] if len(positions) else xz[:1]
+    lo = np.minimum(xz.min(0), pts.min(0)) - track.road_width
+    hi = np.maximum(xz.max(0), pts.max(0)) + track.road_width
+    scale = (MAP_SIZE_PX - 2 * MAP_MARGIN_PX) / float(max(hi - lo))
+    size = ((hi - lo) * scale + 2 * MAP_MARGIN_PX).astype(int)
+
+    def px(p: np.ndarray) -> list[tuple[float, float]]:
+        q = (p - lo) * scale + MAP_MARGIN_PX
+        return [(float(a), float(size[1] - b)) for a, b in q]  # z up on the image
+
+    img = Image.new("RGB", (int(size[0]), int(size[1])), (30, 60, 30))
+    draw = ImageDraw.Draw(img)
+    road_px = max(2, int(track.road_width * scale))
+    draw.line(px(xz[::2]), fill=(110, 110, 110), width=road_px, joint="curve")
+    draw.line(px(xz[::2]), fill=(200, 200, 200), width=1)
+    for cp in track.checkpoint_positions:
+        (cx, cy), = px(cp[None, [0, 2]])
+        draw.ellipse([cx - 4, cy - 4, cx + 4, cy + 4], outline=(80, 160, 255), width=2)
+    for pos, color in ((xz[0], (0, 220, 0)), (xz[-1], (230, 0, 0))):
+        (cx, cy), = px(pos[None])
+        draw.ellipse([cx - 6, cy - 6, cx + 6, cy + 6], fill=color)
+    if len(positions) > 1:
+        v = np.asarray(speeds_kmh, dtype=np.float64)
+        t = np.clip(v / max(float(v.max()), 1.0), 0, 1)
+        p = px(pts)
+        for k in range(len(p) - 1):
+            c = (int(255 * t[k]), int(80 + 100 * (1 - abs(2 * t[k] - 1))), int(255 * (1 - t[k])))
+            draw.line([p[k], p[k + 1]], fill=c, width=3)
+    draw.text((8, 8), f"{track.name}: {track.length_m:.0f} m (blue slow -> red fast)", fill=(255, 255, 255))
+    path = Path(path)
+    img.save(path)
+    return path
+
+
+def record_episode(env, policy: Policy, out_dir: str | Path, seed: int | None = 0, name: str = "episode",
+                   max_steps: int | None = None) -> RecordResult:
+    """Run ``policy`` (obs -> action) in ``env`` (a TrackManiaEnv) for one episode and write
+    ``<name>.gif`` and ``<name>.png`` in ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    base = env.unwrapped
+    obs, info = env.reset(seed=seed)
+    frames: list[np.ndarray] = [obs["frame"][0].copy()]
+    overlays: list[tuple[float, int | None, int]] = [(info["speed_kmh"], None, info["race_time_ms"])]
+    positions = [base.state.position.copy()]
+    speeds = [info["speed_kmh"]]
+    total = 0.0
+    steps = 0
+    limit = max_steps or 10 ** 9
+    while steps < limit:
+        action = int(policy(obs))
+        obs, reward, terminated, truncated, info = env.step(action)
+        total += reward
+        steps += 1
+        frames.append(obs["frame"][0].copy())
+        overlays.append((info["speed_kmh"], action, info["race_time_ms"]))
+        positions.append(base.state.position.copy())
+        speeds.append(info["speed_kmh"])
+        if terminated or truncated:
+            break
+    stride = max(1, int(np.ceil(len(frames) / MAX_GIF_FRAMES)))
+    images = [_overlay(frames[k], *overlays[k]) for k in range(0, len(frames), stride)]
+    gif_path = out / f"{name}.gif"
+    images[0].save(gif_path, save_all=True, append_images=images[1:], duration=env.unwrapped.params.ms_per_action
+                   * stride, loop=0, optimize=False)
+    png_path = draw_trajectory_png(base.track, np.asarray(positions), np.asarray(speeds), out / f"{name}.png")
+    return RecordResult(gif_path=gif_path, png_path=png_path, steps=steps, total_reward=total, info=info)
+
+
+def baseline_policy(env) -> Policy:
+    """The classical driver as an ``obs -> action`` policy bound to ``env`` (it reads the car state)."""
+    from environments.trackmania.baseline import BaselineDriver
+
+    base = env.unwrapped
+    driver = BaselineDriver(base.track)
+
+    def policy(obs: dict[str, np.ndarray]) -> int:
+        if base.state.race_time_ms == 0:
+            driver.reset()
+        return driver.act(base.state)
+
+    return policy
+
+
+def random_policy(env, seed: int = 0) -> Policy:
+    """Uniformly random actions."""
+    rng = np.random.default_rng(seed)
+    n = env.action_space.n
+    return lambda obs: int(rng.integers(n))

@@ -1,0 +1,113 @@
+"""``TMIBackend``: the real game behind :class:`~environments.trackmania.backend.TrackManiaBackend`.
+
+Wiring in a backend factory is one line::
+
+    from environments.trackmania.tmi.backend import TMIBackend
+    backend = TMIBackend(instance_index=0, frame_height=120, frame_width=160)
+
+``start_race(track, seed)`` takes the map to load from ``track``: a path string (``str`` or
+``os.PathLike``) or an object with a ``tmi_map_path`` / ``map_path`` / ``gbx_path`` attribute; the
+game is deterministic, so ``seed`` is ignored.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..backend import CarState, InputState, TrackManiaBackend
+from .game_instance_manager import GameInstanceManager, ManagerConfig, RolloutDiscarded, StepResult
+from .launcher import Launcher
+from .settings import TMISettings, load_settings
+from .state import decode_state
+
+_TRACK_PATH_ATTRIBUTES = ("tmi_map_path", "map_path", "gbx_path")
+
+
+def map_path_of(track: object) -> str:
+    """The game map path that ``track`` designates (see the module docstring)."""
+    if isinstance(track, (str, os.PathLike)):
+        return os.fspath(track)
+    for attr in _TRACK_PATH_ATTRIBUTES:
+        value = getattr(track, attr, None)
+        if value:
+            return os.fspath(value)
+    raise TypeError(
+        f"the tmi backend needs a map path: pass a path or an object with one of "
+        f"{', '.join(_TRACK_PATH_ATTRIBUTES)}; got {type(track).__name__}"
+    )
+
+
+class TMIBackend(TrackManiaBackend):
+    """Races in TrackMania Nations Forever through TMInterface 2 and the rulka_link plugin.
+
+    Args:
+        instance_index: game instance number; its port is ``base_port + instance_index``.
+        settings: user settings; by default read from ``env_file`` and ``TMI_*`` variables.
+        env_file: the ``.env`` file to read when ``settings`` is not given.
+        launcher: ``launcher(port) -> GameProcess``; default: TMLoader (Windows) / Wine script.
+        frame_height, frame_width: size of the grayscale frames, pixels.
+        running_speed: game speed while driving (1 = real time).
+        config: full manager settings; overrides the three arguments above when given.
+        manager: an existing manager (tests); everything else is then ignored.
+    """
+
+    def __init__(
+        self,
+        instance_index: int = 0,
+        *,
+        settings: TMISettings | None = None,
+        env_file: str | Path | None = ".env",
+        launcher: Launcher | None = None,
+        frame_height: int = 120,
+        frame_width: int = 160,
+        running_speed: float = 1.0,
+        config: ManagerConfig | None = None,
+        manager: GameInstanceManager | None = None,
+    ) -> None:
+        if manager is None:
+            settings = settings if settings is not None else load_settings(env_file)
+            config = config or ManagerConfig(
+                frame_height=frame_height, frame_width=frame_width, running_speed=running_speed
+            )
+            manager = GameInstanceManager(instance_index, settings=settings, config=config, launcher=launcher)
+        self.manager = manager
+        self._gear_change_counter = 0.0
+
+    def _to_car(self, result: StepResult) -> tuple[CarState, np.ndarray]:
+        car = decode_state(result.state)
+        car.finished = result.finished
+        car.race_time_ms = result.race_time_ms if result.finished else car.race_time_ms
+        car.checkpoint_times_ms = list(result.checkpoint_times_ms)
+        # Linesight's gear-change counter: +1 per action while the gearbox is shifting, else 0.
+        self._gear_change_counter = self._gear_change_counter + 1.0 if car.gearbox_state != 0 else 0.0
+        car.gear_change_counter = self._gear_change_counter
+        return car, result.frame
+
+    def start_race(self, track: object, seed: int | None) -> tuple[CarState, np.ndarray]:
+        """Load the map if needed and put the car at race time 0 (``seed`` is ignored)."""
+        self._gear_change_counter = 0.0
+        return self._to_car(self.manager.start_race(map_path_of(track)))
+
+    def step(self, inputs: InputState) -> tuple[CarState, np.ndarray]:
+        """Hold ``inputs`` for one action (50 ms of race time).
+
+        Raises:
+            RolloutDiscarded: the game hung or dropped the connection; the rollout must be thrown
+                away and a new race started (the game is relaunched as needed).
+        """
+        return self._to_car(
+            self.manager.step(accelerate=inputs.accelerate, brake=inputs.brake, left=inputs.left, right=inputs.right)
+        )
+
+    def end_race(self) -> None:
+        """End the race before the finish (a cut-off); the game waits for the next start_race."""
+        self.manager.end_race()
+
+    def close(self) -> None:
+        """Disconnect and stop the game instance this backend launched."""
+        self.manager.close()
+
+
+__all__ = ["RolloutDiscarded", "TMIBackend", "map_path_of"]

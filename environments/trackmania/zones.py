@@ -1,0 +1,179 @@
+"""Reference-line zones: extrapolation, smoothing, zone tracking and progress in metres.
+
+Shared by every backend. A *zone center* is one point of the (extended, smoothed) reference line;
+the car's *current zone* advances and retreats by the rules of the Linesight rollout loop.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Smoothing half-window, points: z[i] = (z[i - 5] + z[i + 5]) / 2 for i in [5, n - 5).
+SMOOTHING_HALF_WINDOW = 5
+#: Distance within which the car must be of a real checkpoint to advance onto its paired point, m.
+REAL_CHECKPOINT_RADIUS_M = 12.0
+#: Distances computed per tracking call (points); the window grows when the car outruns it.
+_WINDOW = 48
+
+
+def extrapolate_and_smooth(raw_line: np.ndarray, n_before: int, n_after: int) -> np.ndarray:
+    """Extend ``raw_line`` (N, 3) by ``n_before`` / ``n_after`` points along its first / last segment,
+    then smooth [5:-5] with the mean of the points 5 before and 5 after. Returns (n_before + N + n_after, 3)."""
+    raw = np.asarray(raw_line, dtype=np.float64)
+    if raw.ndim != 2 or raw.shape[1] != 3 or len(raw) < 2:
+        raise ValueError(f"a reference line is an (N >= 2, 3) array, got shape {raw.shape}")
+    before = raw[0] + (raw[0] - raw[1])[None, :] * np.arange(n_before, 0, -1, dtype=np.float64)[:, None]
+    after = raw[-1] + (raw[-1] - raw[-2])[None, :] * np.arange(1, n_after + 1, dtype=np.float64)[:, None]
+    z = np.concatenate([before, raw, after], axis=0)
+    h = SMOOTHING_HALF_WINDOW
+    if len(z) > 2 * h:
+        z[h:-h] = 0.5 * (z[: -2 * h] + z[2 * h:])
+    return z
+
+
+@dataclass
+class ZoneCenters:
+    """The extended reference line with its progress bookkeeping.
+
+    Attributes:
+        centers: (M, 3) float64 world positions.
+        first_real: index of the first real (non-extrapolated) point: the start.
+        finish: index of the last real point: the finish; the tracker never goes beyond it.
+        transitions: (M - 1, 3) midpoints between consecutive centers.
+        transition_axis: (M - 2, 3) unit vectors from transition i to transition i + 1.
+        transition_length: (M - 2,) metres between consecutive transitions.
+        distance_to_transition: (M - 1,) metres from transition 0 to transition i.
+        checkpoint_position: (M, 3) position of the real checkpoint paired with each point (zeros if none).
+        checkpoint_radius: (M,) radius within which the car must be of it, m (inf where unpaired).
+    """
+
+    centers: np.ndarray
+    first_real: int
+    finish: int
+    transitions: np.ndarray
+    transition_axis: np.ndarray
+    transition_length: np.ndarray
+    distance_to_transition: np.ndarray
+    checkpoint_position: np.ndarray
+    checkpoint_radius: np.ndarray
+
+    @classmethod
+    def from_raw_line(
+        cls,
+        raw_line: np.ndarray,
+        n_before: int = 20,
+        n_after: int = 1000,
+        real_checkpoints: np.ndarray | None = None,
+    ) -> "ZoneCenters":
+        """Build from a raw (N, 3) reference line; ``real_checkpoints`` (K, 3) are paired to their nearest point."""
+        centers = extrapolate_and_smooth(raw_line, n_before, n_after)
+        transitions = 0.5 * (centers[1:] + centers[:-1])
+        delta = np.diff(transitions, axis=0)
+        length = np.linalg.norm(delta, axis=1)
+        axis = delta / np.maximum(length, 1e-9)[:, None]
+        dist = np.concatenate([[0.0], np.cumsum(length)])
+        cp_pos = np.zeros_like(centers)
+        cp_radius = np.full(len(centers), np.inf)
+        if real_checkpoints is not None and len(real_checkpoints):
+            for cp in np.asarray(real_checkpoints, dtype=np.float64).reshape(-1, 3):
+                j = int(np.argmin(np.linalg.norm(centers[n_before: len(centers) - n_after] - cp, axis=1))) + n_before
+                cp_pos[j] = cp
+                cp_radius[j] = REAL_CHECKPOINT_RADIUS_M
+        return cls(
+            centers=centers,
+            first_real=n_before,
+            finish=len(centers) - 1 - n_after,
+            transitions=transitions,
+            transition_axis=axis,
+            transition_length=length,
+            distance_to_transition=dist,
+            checkpoint_position=cp_pos,
+            checkpoint_radius=cp_radius,
+        )
+
+    def progress_m(self, zone: int, position: np.ndarray) -> float:
+        """Metres along the line from transition 0 to ``position`` in zone ``zone`` (>= 1)."""
+        k = max(zone - 1, 0)
+        along = float(np.dot(position - self.transitions[k], self.transition_axis[k]))
+        along = min(max(along, 0.0), float(self.transition_length[k]))
+        return float(self.distance_to_transition[k]) + along
+
+    @property
+    def finish_progress_m(self) -> float:
+        """Progress value at the finish point (the middle of the finish zone), m."""
+        return self.progress_m(self.finish, self.centers[self.finish])
+
+
+class ZoneTracker:
+    """Tracks the car's current zone along :class:`ZoneCenters` (one call per action).
+
+    Advance while the next point is at least as close as the current one, within
+    ``max_distance_m`` of the car, not past the finish, and (if that point is paired with a real
+    checkpoint) the car is within its radius; then go back while the previous point is closer (and
+    within ``max_distance_m``). Distances are computed for a window of points in one numpy call.
+    """
+
+    def __init__(self, zones: ZoneCenters, road_width: float, use_real_checkpoints: bool = True) -> None:
+        self.zones = zones
+        self.max_distance_m = math.sqrt(0.25 ** 2 + (road_width / 2.0) ** 2)
+        self.use_real_checkpoints = use_real_checkpoints
+        self.current = zones.first_real
+        self.furthest = zones.first_real
+        self._centers = zones.centers
+        self._n = len(zones.centers)
+        self._buf = np.empty((_WINDOW, 3))
+        self._d = np.empty(_WINDOW)
+
+    def reset(self, zone: int | None = None) -> None:
+        """Start from ``zone`` (default: the first real point)."""
+        self.current = self.zones.first_real if zone is None else int(zone)
+        self.furthest = self.current
+
+    def _distances(self, lo: int, position: np.ndarray) -> tuple[int, list[float]]:
+        lo = max(lo, 0)
+        hi = min(lo + _WINDOW, self._n)
+        n = hi - lo
+        buf = self._buf[:n]
+        np.subtract(self._centers[lo:hi], position, out=buf)
+        np.square(buf, out=buf)
+        d = self._d[:n]
+        np.sum(buf, axis=1, out=d)
+        np.sqrt(d, out=d)
+        return lo, d.tolist()
+
+    def update(self, position: np.ndarray) -> int:
+        """Move the current zone for the car at ``position`` (3,) and return it."""
+        zones = self.zones
+        cur = self.current
+        max_d = self.max_distance_m
+        last_allowed = zones.finish
+        check_cp = self.use_real_checkpoints
+        cp_radius = zones.checkpoint_radius
+        lo, d = self._distances(cur - 1, position)
+        while True:  # forward
+            if cur >= last_allowed:
+                break
+            if cur + 1 - lo >= len(d):
+                lo, d = self._distances(cur - 1, position)
+            d_next, d_cur = d[cur + 1 - lo], d[cur - lo]
+            if d_next > d_cur or d_next > max_d:
+                break
+            if check_cp and cp_radius[cur + 1] < math.inf:
+                dcp = float(np.linalg.norm(zones.checkpoint_position[cur + 1] - position))
+                if dcp >= cp_radius[cur + 1]:
+                    break
+            cur += 1
+        while cur >= 2:  # backward
+            if cur - 1 < lo:
+                lo, d = self._distances(cur - _WINDOW + 2, position)
+            d_prev, d_cur = d[cur - 1 - lo], d[cur - lo]
+            if d_prev < d_cur and d_prev <= max_d:
+                cur -= 1
+            else:
+                break
+        self.current = cur
+        if cur > self.furthest:
+            self.furthest = cur
+        return cur

@@ -1,0 +1,1 @@
+"""Presets: one Python file per experiment, each ending by building `graph_manager`."""

@@ -1,0 +1,168 @@
+"""The ``rulka`` command: run a preset, resume a run, evaluate a checkpoint, and the tool commands."""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import yaml
+
+from rulka.config import ConfigError, apply_dict, apply_overrides, load_yaml_file
+from rulka.graph_manager import BasicRLGraphManager
+from rulka.presets import PresetError, available_presets, load_graph_manager
+from rulka.seeding import resolve_device
+
+RUN_INFO = "run_info.yaml"
+
+DESCRIPTION = """\
+Run a reinforcement-learning experiment defined by a preset.
+
+examples:
+  rulka -p cartpole_iqn                      train until the preset's max_env_steps
+  rulka -p cartpole_iqn --seed 1 -e my_run   named run folder experiments/my_run
+  rulka -p my_preset.py --config cfg.yaml -cp training.batch_size=256
+  rulka --resume experiments/my_run --max-steps 200000
+  rulka -p cartpole_iqn --evaluate experiments/my_run/checkpoints/best.pt
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rulka", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-p", "--preset", help="preset name (see -l) or path to a preset .py file")
+    parser.add_argument("-l", "--list", action="store_true", help="list the built-in presets and exit")
+    parser.add_argument("-e", "--experiment-name",
+                        help="name of the run folder under --experiments-dir (default: preset name + timestamp)")
+    parser.add_argument("--experiments-dir", default="experiments", help="where run folders go (default: ./experiments)")
+    parser.add_argument("--config", action="append", default=[], metavar="FILE.yaml",
+                        help="YAML file whose sections override the preset's parameters (repeatable, applied in order)")
+    parser.add_argument("-cp", "--custom-parameter", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override one parameter, value written in YAML, e.g. -cp training.batch_size=256 (repeatable)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of every random generator (default: 0)")
+    parser.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"],
+                        help="where networks run (default: auto = cuda when available)")
+    parser.add_argument("--evaluate", metavar="CHECKPOINT",
+                        help="only evaluate the checkpoint's network with greedy episodes and print the average return")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
+    parser.add_argument("--max-steps", type=int, metavar="N",
+                        help="stop when the run has taken N environment steps in total (default: the preset's max_env_steps)")
+    parser.add_argument("--no-progress", action="store_true", help="do not show the progress line")
+    subparsers = parser.add_subparsers(dest="command", title="tool commands", metavar="COMMAND")
+    _register_tool_commands(subparsers)
+    return parser
+
+
+def _register_tool_commands(subparsers: argparse._SubParsersAction) -> None:
+    import importlib
+
+    for module_name in ("environments.trackmania.cli", "environments.trackmania.tmi.cli"):
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name != module_name:
+                raise
+            continue
+        module.register_commands(subparsers)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command is not None:
+            return int(args.func(args) or 0)
+        if args.list:
+            print("\n".join(available_presets()))
+            return 0
+        if args.resume:
+            return resume(args)
+        if not args.preset:
+            parser.error("give a preset with -p NAME (rulka -l lists them), or --resume RUN_DIR")
+        if args.evaluate:
+            return evaluate(args)
+        return train(args)
+    except (ConfigError, FileNotFoundError) as error:
+        print(f"rulka: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rulka: interrupted; resume with --resume and the run folder", file=sys.stderr)
+        return 130
+
+
+def _prepare(preset: str, yaml_files: list[str], overrides: list[str]) -> BasicRLGraphManager:
+    graph_manager = load_graph_manager(preset)
+    graph_manager.config = apply_overrides(graph_manager.config, yaml_files, overrides)
+    return graph_manager
+
+
+def train(args: argparse.Namespace) -> int:
+    device = _device(args.device)
+    graph_manager = _prepare(args.preset, args.config, args.custom_parameter)
+    name = args.experiment_name or f"{Path(args.preset).stem}_{dt.datetime.now():%Y%m%d-%H%M%S}"
+    run_dir = Path(args.experiments_dir) / name
+    if (run_dir / "checkpoints").exists():
+        raise ConfigError(f"run folder {run_dir} already holds a run; continue it with --resume {run_dir} or pick another -e")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    preset = args.preset if not args.preset.endswith(".py") else str(Path(args.preset).resolve())
+    (run_dir / RUN_INFO).write_text(yaml.safe_dump({"preset": preset, "seed": args.seed, "device": args.device}))
+    print(f"rulka: run folder {run_dir}", file=sys.stderr)
+    graph_manager.create(run_dir, device, args.seed)
+    return _improve(graph_manager, args.max_steps, args.no_progress)
+
+
+def resume(args: argparse.Namespace) -> int:
+    graph_manager = load_run(args.resume, args.device, args.config, args.custom_parameter, args.preset)
+    print(f"rulka: resumed {args.resume} at {graph_manager.agent.counters.env_steps} environment steps", file=sys.stderr)
+    return _improve(graph_manager, args.max_steps, args.no_progress)
+
+
+def load_run(run_dir: str | Path, device: str = "auto", yaml_files: Sequence[str] = (),
+             overrides: Sequence[str] = (), preset: str | None = None) -> BasicRLGraphManager:
+    """Rebuild a run from its folder: its preset, its config snapshot, then its last checkpoint."""
+    run_dir = Path(run_dir)
+    info_path = run_dir / RUN_INFO
+    if not info_path.is_file():
+        raise ConfigError(f"{run_dir} is not a rulka run folder (no {RUN_INFO})")
+    if not (run_dir / "checkpoints" / "last.pt").is_file():
+        raise ConfigError(f"{run_dir} has no checkpoint to resume from (checkpoints/last.pt)")
+    info = load_yaml_file(info_path)
+    graph_manager = load_graph_manager(preset or info["preset"])
+    graph_manager.config = apply_dict(graph_manager.config, load_yaml_file(run_dir / "config_snapshot.yaml"))
+    graph_manager.config = apply_overrides(graph_manager.config, list(yaml_files), list(overrides))
+    device = device if device != "auto" else info.get("device", "auto")
+    graph_manager.create(run_dir, _device(device), int(info.get("seed", 0)), resume=True)
+    return graph_manager
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    graph_manager = _prepare(args.preset, args.config, args.custom_parameter)
+    graph_manager.create(None, _device(args.device), args.seed)
+    graph_manager.load_weights(args.evaluate)
+    episodes = graph_manager.config.training.evaluation_episodes
+    score = graph_manager.evaluate(episodes)
+    print(f"evaluation: average return {score:.2f} over {episodes} greedy episodes")
+    graph_manager.close()
+    return 0
+
+
+def _improve(graph_manager: BasicRLGraphManager, max_steps: int | None, no_progress: bool) -> int:
+    summary = graph_manager.improve(max_steps, show_progress=not no_progress)
+    graph_manager.close()
+    last = "-" if summary.last_evaluation is None else f"{summary.last_evaluation:.2f}"
+    best = "-" if summary.best_evaluation is None else f"{summary.best_evaluation:.2f}"
+    print(f"done: {summary.env_steps} env steps, {summary.episodes} episodes, {summary.gradient_updates} gradient "
+          f"updates, last evaluation {last}, best {best}, {summary.wall_time_s:.0f} s")
+    return 0
+
+
+def _device(name: str):
+    try:
+        return resolve_device(name)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

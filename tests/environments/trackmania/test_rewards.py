@@ -1,0 +1,87 @@
+"""Rewards (progress x 0.01 - time x 0.0012), shaping, and terminated vs truncated episode ends."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from environments.trackmania.baseline import BaselineDriver
+from environments.trackmania.env import TrackManiaEnv
+from environments.trackmania.parameters import TrackManiaEnvironmentParameters
+
+
+def _drive(env: TrackManiaEnv, policy, max_steps: int = 5000):
+    obs, info = env.reset(seed=3)
+    start = info["progress_m"]
+    rewards, terminated, truncated = [], False, False
+    for _ in range(max_steps):
+        obs, r, terminated, truncated, info = env.step(policy())
+        rewards.append(r)
+        if terminated or truncated:
+            break
+    return np.array(rewards), info, start, terminated, truncated
+
+
+def test_reward_sum_equals_progress_times_001_minus_time_times_00012():
+    """Over a whole race the rewards add up to 0.01 x metres advanced - 0.0012 x milliseconds."""
+    env = TrackManiaEnv(track="short", backend_options={"render": False})
+    driver = BaselineDriver(env.track)
+    rewards, info, start, terminated, truncated = _drive(env, lambda: driver.act(env.state))
+    expected = 0.01 * (info["progress_m"] - start) - 0.0012 * info["race_time_ms"]
+    assert math.isclose(rewards.sum(), expected, rel_tol=1e-9, abs_tol=1e-9)
+    assert rewards.max() > rewards[0] + 0.015  # faster driving earns more per action
+
+
+def test_potential_shaping_telescopes():
+    """With shaping on, the extra reward sums to phi(last) - phi(first) (potential-based)."""
+    params = TrackManiaEnvironmentParameters(shaped_reward_dist_to_cur_vcp=-0.1)
+    env = TrackManiaEnv(params=params, track="short", backend_options={"render": False})
+    rng = np.random.default_rng(0)
+    obs, info = env.reset(seed=1)
+    phi0 = env.reward_fn.potential(env._distance_to_current_point(env.state.position))
+    total = 0.0
+    for _ in range(100):
+        obs, r, te, tr, info = env.step(int(rng.choice([0, 1, 2])))
+        total += r
+    phi1 = env.reward_fn.potential(env._distance_to_current_point(env.state.position))
+    base = 0.01 * info["progress_m"] - 0.0012 * info["race_time_ms"]
+    assert math.isclose(total, base + phi1 - phi0, abs_tol=1e-9)
+
+
+def test_finish_line_terminates_and_is_not_truncated():
+    """Crossing the finish ends the episode as terminated (a true end)."""
+    env = TrackManiaEnv(track="short", backend_options={"render": False})
+    driver = BaselineDriver(env.track)
+    _, info, _, terminated, truncated = _drive(env, lambda: driver.act(env.state))
+    assert terminated and not truncated and info["finished"] and info["end_reason"] == "finished"
+
+
+def test_race_time_limit_truncates():
+    """The race-time cut-off ends a running race as truncated, not terminated."""
+    params = TrackManiaEnvironmentParameters(cutoff_rollout_if_race_not_finished_within_duration_ms=3000)
+    env = TrackManiaEnv(params=params, track="short", backend_options={"render": False})
+    _, info, _, terminated, truncated = _drive(env, lambda: 0)
+    assert truncated and not terminated and info["end_reason"] == "race_time_limit"
+    assert info["race_time_ms"] == 3000
+
+
+def test_standing_still_is_truncated_by_the_no_progress_rule_after_2_s():
+    """No new reference point for 2 s ends the episode as truncated."""
+    env = TrackManiaEnv(track="short", backend_options={"render": False})
+    _, info, _, terminated, truncated = _drive(env, lambda: 3)
+    assert truncated and not terminated and info["end_reason"] == "no_progress"
+    assert info["race_time_ms"] == 2000
+
+
+def test_random_policy_is_cut_off_by_the_no_progress_rule():
+    """A uniformly random policy ends by the 2 s no-progress cut-off, long before the race-time limit."""
+    env = TrackManiaEnv(track="short", backend_options={"render": False})
+    rng = np.random.default_rng(0)
+    for seed in range(3):
+        env.reset(seed=seed)
+        for _ in range(20000):
+            _, _, terminated, truncated, info = env.step(int(rng.integers(12)))
+            if terminated or truncated:
+                break
+        assert truncated and not terminated and info["end_reason"] == "no_progress"
+        assert info["race_time_ms"] < 120_000

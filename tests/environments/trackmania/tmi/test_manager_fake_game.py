@@ -1,0 +1,215 @@
+"""Whole rollouts through GameInstanceManager and TMIBackend against the fake game server."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from environments.trackmania.backend import InputState
+from environments.trackmania.tmi.backend import TMIBackend, map_path_of
+from environments.trackmania.tmi.game_instance_manager import CONSOLE_SETTINGS, GameInstanceManager, RolloutDiscarded
+from environments.trackmania.tmi.protocol import bgra_to_gray
+from environments.trackmania.tmi.settings import TMISettings
+from environments.trackmania.tmi.state import decode_state
+
+MAP = "Campaign/A01-Race.Challenge.Gbx"
+ACCEL = dict(accelerate=True, brake=False, left=False, right=False)
+
+
+def drive_to_finish(manager: GameInstanceManager, max_steps: int = 200):
+    results = []
+    for _ in range(max_steps):
+        r = manager.step(**ACCEL)
+        results.append(r)
+        if r.finished:
+            return results
+    raise AssertionError("the car did not finish")
+
+
+def make_manager(launcher, config, account: str | None = "rulka_bot") -> GameInstanceManager:
+    return GameInstanceManager(0, settings=TMISettings(account_name=account), config=config, launcher=launcher)
+
+
+def test_race_to_finish_then_rewound_second_race(fake_launcher, fast_config):
+    """A race runs to the finish on 50 ms steps; the second race rewinds to the saved start state."""
+    launcher = fake_launcher()
+    m = make_manager(launcher, fast_config)
+    try:
+        first = m.start_race(MAP)
+        assert first.race_time_ms == 0 and first.frame.shape == (120, 160) and first.frame.dtype == np.uint8
+        steps = drive_to_finish(m)
+        times = [r.race_time_ms for r in steps[:-1]]
+        assert times == list(range(50, 50 * len(times) + 1, 50))
+        final = steps[-1]
+        assert final.finished and len(final.checkpoint_times_ms) == 2
+        assert decode_state(final.state).position[2] >= 25.0
+        server = launcher.servers[0]
+        assert server.give_ups == 1 and server.rewinds == 0 and server.map == MAP
+
+        second = m.start_race(MAP)
+        assert second.race_time_ms == 0 and decode_state(second.state).position[2] == 0.0
+        steps2 = drive_to_finish(m)
+        assert server.rewinds == 1 and server.give_ups == 1, "the second race must rewind, not give up"
+        assert steps2[-1].race_time_ms == final.race_time_ms, "same inputs, same race: deterministic"
+        assert len(launcher.servers) == 1
+    finally:
+        m.close()
+
+
+def test_connect_sends_console_settings_and_loads_map(fake_launcher, fast_config):
+    """On connect the manager sends the console settings, autologin and loads the map from the menus."""
+    launcher = fake_launcher()
+    m = make_manager(launcher, fast_config)
+    try:
+        m.start_race(MAP)
+        commands = launcher.servers[0].commands
+        for expected in CONSOLE_SETTINGS + ("set autologin rulka_bot", "set countdown_speed 1", f"map {MAP}"):
+            assert expected in commands
+        assert launcher.servers[0].step_period == 50
+    finally:
+        m.close()
+
+
+def test_frame_is_grayscale_of_the_games_bgra(fake_launcher, fast_config):
+    """The frame returned is the ITU-R 601 grayscale of the BGRA screenshot the game sent."""
+    launcher = fake_launcher()
+    m = make_manager(launcher, fast_config)
+    try:
+        r = m.start_race(MAP)
+        expected = bgra_to_gray(launcher.servers[0].frame_bgra(160, 120), 160, 120)
+        np.testing.assert_array_equal(r.frame, expected)
+    finally:
+        m.close()
+
+
+def test_cut_off_then_new_race(fake_launcher, fast_config):
+    """end_race() mid-race leaves the game blocked; the next race rewinds to race time 0 and finishes."""
+    launcher = fake_launcher()
+    m = make_manager(launcher, fast_config)
+    try:
+        m.start_race(MAP)
+        for _ in range(5):
+            m.step(**ACCEL)
+        m.end_race()
+        with pytest.raises(RuntimeError):
+            m.step(**ACCEL)
+        r = m.start_race(MAP)
+        assert r.race_time_ms == 0
+        assert drive_to_finish(m)[-1].finished
+        assert launcher.servers[0].rewinds == 1
+    finally:
+        m.close()
+
+
+def test_game_hang_is_detected_and_instance_relaunched(fake_launcher, fast_config):
+    """A game that stops answering mid-race makes step() raise RolloutDiscarded; the next race relaunches."""
+    launcher = fake_launcher(per_launch=[{"hang_at_ms": 400}])
+    m = make_manager(launcher, fast_config)
+    try:
+        m.start_race(MAP)
+        with pytest.raises(RolloutDiscarded) as err:
+            for _ in range(100):
+                m.step(**ACCEL)
+        assert err.value.message_id is None or err.value.message_id >= 1
+        assert "timed out" in str(err.value)
+        assert not launcher.servers[0].is_alive(), "the hung instance must be killed"
+        m.start_race(MAP)
+        assert m.launch_count == 2 and len(launcher.servers) == 2
+        assert drive_to_finish(m)[-1].finished
+    finally:
+        m.close()
+
+
+def test_dropped_connection_mid_race_reconnects(fake_launcher, fast_config):
+    """A connection dropped mid-race discards the rollout; the manager reconnects to the same game."""
+    launcher = fake_launcher(per_launch=[{"drop_at_ms": 300}])
+    m = make_manager(launcher, fast_config)
+    try:
+        m.start_race(MAP)
+        with pytest.raises(RolloutDiscarded, match="closed"):
+            for _ in range(100):
+                m.step(**ACCEL)
+        r = m.start_race(MAP)
+        assert r.race_time_ms == 0
+        assert drive_to_finish(m)[-1].finished
+        server = launcher.servers[0]
+        assert m.launch_count == 1 and server.connections == 2 and server.rewinds == 1
+    finally:
+        m.close()
+
+
+def test_hang_during_start_recovers_within_start_race(fake_launcher, fast_config):
+    """A game that hangs before race time 0 is relaunched by start_race itself (bounded retries)."""
+    launcher = fake_launcher(per_launch=[{"hang_at_ms": -100}])
+    fast_config.start_timeout_s = 1.0
+    m = make_manager(launcher, fast_config)
+    try:
+        r = m.start_race(MAP)
+        assert r.race_time_ms == 0 and m.launch_count == 2
+    finally:
+        m.close()
+
+
+def test_reboot_interval_relaunches_between_races(fake_launcher, fast_config):
+    """Past game_reboot_interval_s the instance is closed and relaunched before the next race."""
+    launcher = fake_launcher()
+    fast_config.game_reboot_interval_s = 0.0
+    m = make_manager(launcher, fast_config)
+    try:
+        m.start_race(MAP)
+        drive_to_finish(m)
+        m.start_race(MAP)
+        assert m.launch_count == 2 and not launcher.servers[0].is_alive()
+        assert launcher.servers[1].map == MAP
+    finally:
+        m.close()
+
+
+def test_backend_returns_car_states_and_frames(fake_launcher, fast_config):
+    """TMIBackend turns the manager's results into CarState + (H, W) frames, finished at the line."""
+    launcher = fake_launcher()
+    backend = TMIBackend(settings=TMISettings(), launcher=launcher, config=fast_config)
+    try:
+        car, frame = backend.start_race(MAP, seed=123)
+        assert car.race_time_ms == 0 and frame.shape == (120, 160)
+        z = [car.position[2]]
+        for _ in range(200):
+            car, frame = backend.step(InputState(accelerate=True, brake=False, left=False, right=False))
+            z.append(car.position[2])
+            if car.finished:
+                break
+        assert car.finished and len(car.checkpoint_times_ms) == 2
+        assert car.race_time_ms == car.checkpoint_times_ms[-1]
+        assert np.all(np.diff(z) >= 0) and car.speed_kmh > 0
+        assert car.wheel_surface_group.tolist() == [0, 0, 0, 0]
+        car, _ = backend.start_race(type("Track", (), {"map_path": MAP})(), seed=None)
+        assert car.race_time_ms == 0 and car.gear_change_counter == 0
+    finally:
+        backend.close()
+
+
+def test_map_path_of_rejects_tracks_without_a_map():
+    """The tmi backend explains which attribute a track needs when it has no map path."""
+    assert map_path_of("a/b.Gbx") == "a/b.Gbx"
+    with pytest.raises(TypeError, match="map_path"):
+        map_path_of(object())
+
+
+@pytest.mark.parametrize("raw", [b"\x05\x00\x00\x00\x63\x00\x00\x00", b"garbage!", b"\x01\x00"])
+def test_game_sending_garbage_fails_cleanly(fake_launcher, fast_config, raw):
+    """A 'game' that sends malformed bytes makes start_race raise TMInterfaceError after bounded retries."""
+    import time
+
+    from environments.trackmania.tmi.protocol import TMInterfaceError
+
+    launcher = fake_launcher(behaviour="raw", raw_bytes=raw)
+    m = make_manager(launcher, fast_config)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(TMInterfaceError) as err:
+            m.start_race(MAP)
+        assert "expected" in str(err.value)
+        # each attempt either reconnects (connection closed) or relaunches (protocol error)
+        assert sum(s.connections for s in launcher.servers) == fast_config.max_start_attempts
+        assert time.monotonic() - t0 < 10
+    finally:
+        m.close()
