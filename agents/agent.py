@@ -45,6 +45,7 @@ class Agent(abc.ABC):
         self.device = torch.device(device)
         self.counters = Counters()
         self.learning_started_at_transition: int | None = None
+        self.transitions_sampled_at_learning_start = 0
         self.transitions_sampled_at_last_target_update = 0
         self.memory = self.create_memory(seed)
         self.exploration = self.create_exploration_policy(seed)
@@ -62,11 +63,15 @@ class Agent(abc.ABC):
         """The online network (the target network is a copy)."""
 
     def create_memory(self, seed: int | None) -> ExperienceReplay:
+        """Uniform replay, or prioritized replay when ``memory.prio_alpha > 0``."""
         capacity, _ = self.memory_sizes()
-        return ExperienceReplay(
-            self.observation_space, capacity, self.config.training.n_steps,
-            self.config.training.discard_non_greedy_actions_in_nsteps, seed,
-        )
+        t, m = self.config.training, self.config.memory
+        args = (self.observation_space, capacity, t.n_steps, t.discard_non_greedy_actions_in_nsteps, seed)
+        if m.prio_alpha > 0:
+            from memories.prioritized_replay import PrioritizedExperienceReplay
+
+            return PrioritizedExperienceReplay(*args, alpha=m.prio_alpha, epsilon=m.prio_epsilon, beta=m.prio_beta)
+        return ExperienceReplay(*args)
 
     def create_exploration_policy(self, seed: int | None) -> ExplorationPolicy:
         e = self.config.exploration
@@ -121,6 +126,10 @@ class Agent(abc.ABC):
         if capacity != self.memory.capacity:
             self.memory.set_capacity(capacity)
 
+    def abandon_episode(self) -> None:
+        """Forget the open n-step windows of an episode cut without a final state."""
+        self.memory.end_episode_without_final_state()
+
     def handle_episode_ended(self) -> None:
         self.counters.episodes += 1
 
@@ -139,9 +148,11 @@ class Agent(abc.ABC):
             if not self.can_learn():
                 return 0
             self.learning_started_at_transition = self.memory.transitions_added
+            self.transitions_sampled_at_learning_start = self.counters.transitions_sampled
         stored = self.memory.transitions_added - self.learning_started_at_transition + 1
         budget = self.config.memory.number_times_single_memory_is_used_before_discard * stored
-        return max(0, int((budget - self.counters.transitions_sampled) // self.config.training.batch_size))
+        sampled = self.counters.transitions_sampled - self.transitions_sampled_at_learning_start
+        return max(0, int((budget - sampled) // self.config.training.batch_size))
 
     def train(self) -> dict[str, float] | None:
         """Train as much as the replay-ratio gate allows; the stats of the last update, if any."""
@@ -169,6 +180,7 @@ class Agent(abc.ABC):
             next_states={k: tensor(v) for k, v in sampled.next_states.items()},
             weights=tensor(sampled.weights),
             indices=sampled.indices,
+            clocks=sampled.clocks,
         )
 
     @abc.abstractmethod
@@ -213,6 +225,7 @@ class Agent(abc.ABC):
             "optimizer": self.optimizer.state_dict(),
             "counters": self.counters.to_dict(),
             "learning_started_at_transition": self.learning_started_at_transition,
+            "transitions_sampled_at_learning_start": self.transitions_sampled_at_learning_start,
             "transitions_sampled_at_last_target_update": self.transitions_sampled_at_last_target_update,
             "exploration_rng": self.exploration.rng.bit_generator.state,
             "memory_rng": self.memory.rng.bit_generator.state,
@@ -230,6 +243,7 @@ class Agent(abc.ABC):
         self.optimizer.load_state_dict(state["optimizer"])
         self.counters = Counters(**state["counters"])
         self.learning_started_at_transition = state["learning_started_at_transition"]
+        self.transitions_sampled_at_learning_start = state["transitions_sampled_at_learning_start"]
         self.transitions_sampled_at_last_target_update = state["transitions_sampled_at_last_target_update"]
         self.exploration.rng.bit_generator.state = state["exploration_rng"]
         self.memory.rng.bit_generator.state = state["memory_rng"]
@@ -239,6 +253,8 @@ class Agent(abc.ABC):
         random.setstate(_as_tuples(state["python_rng"]))
         if "memory" in state:
             self.memory.load_state_dict(state["memory"])
+        else:  # an empty memory: the replay-ratio gate starts again once it can learn
+            self.learning_started_at_transition = None
 
 
 def _numpy_legacy_state() -> list:

@@ -27,10 +27,22 @@ class IQNAgent(Agent):
         """Per-observation-name embedder factories that replace the defaults (none here)."""
         return {}
 
+    def loss_per_sample(self, predicted: torch.Tensor, targets: torch.Tensor, taus: torch.Tensor,
+                        target_taus: torch.Tensor) -> torch.Tensor:
+        """(B,) loss of each sample; predicted (B, N) at ``taus``, targets (B, N) at ``target_taus``."""
+        return quantile_huber_loss(predicted, targets, taus, self.config.neural_network.iqn_kappa)
+
+    def after_update(self, batch: TransitionBatch, per_sample_loss: torch.Tensor) -> None:
+        """Called after each gradient step with the (B,) sample losses (e.g. for priorities)."""
+
     def q_values(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.online_network.q_values(observations, self.config.neural_network.iqn_k)
 
-    def learn_from_batch(self, batch: TransitionBatch) -> dict[str, float]:
+    def quantile_loss(self, batch: TransitionBatch, normalise: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-sample loss (B,) and the online quantiles of the taken actions (B, N).
+
+        ``normalise=False`` skips :meth:`loss_per_sample`'s adjustments (for a held-out test loss).
+        """
         p = self.config.neural_network
         size, n = batch.size, p.iqn_n
         with torch.no_grad():
@@ -46,7 +58,13 @@ class IQNAgent(Agent):
         taus = sample_symmetric_taus(size, n, self.device)
         quantiles = self.online_network(batch.states, taus)  # (B, N, A)
         predicted = quantiles.gather(2, batch.actions.view(size, 1, 1).expand(size, n, 1)).squeeze(2)
-        per_sample = quantile_huber_loss(predicted, targets, taus, p.iqn_kappa)
+        if not normalise:
+            return quantile_huber_loss(predicted, targets, taus, p.iqn_kappa), predicted
+        return self.loss_per_sample(predicted, targets, taus, target_taus), predicted
+
+    def learn_from_batch(self, batch: TransitionBatch) -> dict[str, float]:
+        per_sample, predicted = self.quantile_loss(batch)
         loss = (per_sample * batch.weights).mean()
         grad_norm = self.optimize(loss)
+        self.after_update(batch, per_sample.detach())
         return {"loss": loss.item(), "mean_q": predicted.detach().mean().item(), "grad_norm": grad_norm}

@@ -32,6 +32,8 @@ class SampledTransitions:
     next_states: dict[str, np.ndarray]
     steps_used: np.ndarray
     weights: np.ndarray
+    #: Mini-race clock of each state, actions (None outside the mini-race replay).
+    clocks: np.ndarray | None = None
 
 
 class ExperienceReplay:
@@ -167,31 +169,50 @@ class ExperienceReplay:
             chosen = np.concatenate([chosen, draw[self.ready[draw]]])
         return chosen[:batch_size]
 
-    def gather(self, indices: np.ndarray, gamma: float) -> SampledTransitions:
-        """The n-step transitions starting at ``indices`` with discount ``gamma``."""
-        window = (indices[:, None] + np.arange(self.n_steps)) % self.capacity  # (B, n)
+    def n_step_windows(self, indices: np.ndarray, gamma: float, max_steps: np.ndarray | None = None
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The n-step windows starting at ``indices``, each at most ``max_steps`` long.
+
+        Returns ``(steps_used, returns, terminated, next_indices)``, each (B,): how many steps the
+        window kept, their discounted reward sum, whether the episode terminated inside the window,
+        and the slot of the state that follows the window.
+        """
+        steps = np.arange(self.n_steps)
+        window = (indices[:, None] + steps) % self.capacity  # (B, n)
         ended = self.ended[window]
         included = (np.cumsum(ended, axis=1) - ended) == 0  # no episode end before step k
+        if max_steps is not None:
+            included &= steps < max_steps[:, None]
         if self.discard_non_greedy:
             exploratory = ~self.greedy[window]
             exploratory[:, 0] = False
             included &= np.cumsum(exploratory, axis=1) == 0
         steps_used = included.sum(axis=1)
-        powers = gamma ** np.arange(self.n_steps, dtype=np.float64)
+        powers = gamma ** steps.astype(np.float64)
         returns = (self.rewards[window] * included * powers).sum(axis=1).astype(np.float32)
-        last = (indices + steps_used - 1) % self.capacity
-        next_indices = (indices + steps_used) % self.capacity
-        discounts = np.where(self.terminated[last], 0.0, gamma ** steps_used).astype(np.float32)
+        terminated = self.terminated[(indices + steps_used - 1) % self.capacity]
+        return steps_used, returns, terminated, (indices + steps_used) % self.capacity
+
+    def assemble(self, indices: np.ndarray, next_indices: np.ndarray, returns: np.ndarray, discounts: np.ndarray,
+                 steps_used: np.ndarray, clocks: np.ndarray | None = None) -> SampledTransitions:
+        """Gather the states of a batch (copies) into :class:`SampledTransitions`."""
         return SampledTransitions(
             indices=indices,
             states={k: v[indices] for k, v in self.states.items()},
             actions=self.actions[indices],
             returns=returns,
-            discounts=discounts,
+            discounts=discounts.astype(np.float32),
             next_states={k: v[next_indices] for k, v in self.states.items()},
             steps_used=steps_used,
             weights=np.ones(len(indices), dtype=np.float32),
+            clocks=clocks,
         )
+
+    def gather(self, indices: np.ndarray, gamma: float) -> SampledTransitions:
+        """The n-step transitions starting at ``indices`` with discount ``gamma``."""
+        steps_used, returns, terminated, next_indices = self.n_step_windows(indices, gamma)
+        discounts = np.where(terminated, 0.0, gamma ** steps_used)
+        return self.assemble(indices, next_indices, returns, discounts, steps_used)
 
     def sample(self, batch_size: int, gamma: float) -> SampledTransitions:
         return self.gather(self.sample_indices(batch_size), gamma)

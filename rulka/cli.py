@@ -100,6 +100,7 @@ def _prepare(preset: str, yaml_files: list[str], overrides: list[str]) -> BasicR
 def train(args: argparse.Namespace) -> int:
     device = _device(args.device)
     graph_manager = _prepare(args.preset, args.config, args.custom_parameter)
+    graph_manager.preflight()
     name = args.experiment_name or f"{Path(args.preset).stem}_{dt.datetime.now():%Y%m%d-%H%M%S}"
     run_dir = Path(args.experiments_dir) / name
     if (run_dir / "checkpoints").exists():

@@ -37,6 +37,8 @@ def apply_dict(target: Any, data: Any, path: str = "") -> Any:
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping of keys to values, got {_describe(data)}")
     result = copy.deepcopy(target)
+    if not path:
+        data = _route_sections(type(result), data)
     hints = typing.get_type_hints(type(result))
     names = [f.name for f in dataclasses.fields(result) if f.init and not f.name.startswith("_")]
     for key, value in data.items():
@@ -46,6 +48,40 @@ def apply_dict(target: Any, data: Any, path: str = "") -> Any:
         current = getattr(result, key)
         setattr(result, key, _coerce(value, hints[key], key_path, current))
     return result
+
+
+def _route_sections(config_type: type, data: dict) -> dict:
+    """Move YAML sections or keys to the field that owns them (a config class's ``yaml_routes``).
+
+    ``{"rewards": "environment"}`` merges the ``rewards`` section into ``environment``;
+    ``{"neural_network.W_downsized": "environment.W_downsized"}`` moves one key. This lets a file
+    laid out as the configuration guide lays it out fill parameters that live in one place.
+    """
+    routes: dict[str, str] = getattr(config_type, "yaml_routes", {})
+    if not routes:
+        return data
+    data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    for source, destination in routes.items():
+        src_section, _, src_key = source.partition(".")
+        dst_section, _, dst_key = destination.partition(".")
+        section = data.get(src_section)
+        if not isinstance(section, dict):
+            continue
+        moved = {src_key: section.pop(src_key)} if src_key and src_key in section else ({} if src_key else section)
+        if not moved:
+            continue
+        if not src_key:
+            del data[src_section]
+        if dst_key:
+            moved = {dst_key: next(iter(moved.values()))}
+        target = data.setdefault(dst_section, {})
+        if not isinstance(target, dict):
+            raise ConfigError(f"{dst_section}: expected a mapping of keys to values, got {_describe(target)}")
+        for key in moved:
+            if key in target:
+                raise ConfigError(f"'{key}' is set both in {source.split('.')[0]} and in {dst_section}; keep one")
+        target.update(moved)
+    return data
 
 
 def _unknown_key_message(key: str, names: list[str], where: str) -> str:
@@ -195,14 +231,19 @@ def apply_overrides(config: Any, yaml_files: list[str] = (), overrides: list[str
 
 
 def config_to_dict(value: Any) -> Any:
-    """Plain data (dicts, lists, numbers, strings) for YAML: the config snapshot."""
+    """Plain data (dicts, lists, numbers, strings) for YAML: the config snapshot.
+
+    Sections that a config class routes elsewhere (``yaml_routes``) are left out: their keys are
+    written where they live.
+    """
     if isinstance(value, Schedule):
         return value.to_dict()
     if dataclasses.is_dataclass(value):
+        routed_away = {src for src in getattr(type(value), "yaml_routes", {}) if "." not in src}
         return {
             f.name: config_to_dict(getattr(value, f.name))
             for f in dataclasses.fields(value)
-            if f.init and not f.name.startswith("_")
+            if f.init and not f.name.startswith("_") and f.name not in routed_away
         }
     if isinstance(value, (list, tuple)):
         return [config_to_dict(v) for v in value]

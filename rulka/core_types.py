@@ -76,6 +76,7 @@ class TransitionBatch:
     ``discounts`` (B,) float32, the factor of the bootstrap value (gamma ** k, 0 when the episode
     terminated within the window); ``weights`` (B,) float32 importance weights (1 when uniform);
     ``indices`` (B,) int64 memory slots (numpy), for priority updates.
+    
     """
 
     states: dict[str, torch.Tensor]
@@ -85,6 +86,8 @@ class TransitionBatch:
     next_states: dict[str, torch.Tensor]
     weights: torch.Tensor
     indices: np.ndarray
+    #: Mini-race clock of each state, actions (numpy; None outside the mini-race replay).
+    clocks: np.ndarray | None = None
 
     @property
     def size(self) -> int:

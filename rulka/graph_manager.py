@@ -69,6 +69,9 @@ class GraphManager:
         self.run_dir: Path | None = None
         self.logger: RunLogger | None = None
 
+    def preflight(self) -> None:
+        """Checks that must pass before any work (and before a run folder is made); raise ConfigError."""
+
     @property
     def checkpoint_dir(self) -> Path:
         assert self.run_dir is not None
@@ -127,13 +130,12 @@ class BasicRLGraphManager(GraphManager):
             torch.set_num_threads(self.config.performance.torch_num_threads)
         input_filter = self.input_filter or self.default_input_filter()
         env = self.env_factory(self.config.environment)
-        eval_env = self.env_factory(self.config.environment)
         env.action_space.seed(seed)
         observation_space = input_filter.filter_space(env.observation_space)
         action_space = self.output_filter.agent_action_space(env.action_space)
         self.agent = self.agent_class(self.config, observation_space, action_space, device, seed)
         self.level = LevelManager(self.agent, env, input_filter, self.output_filter)
-        self.eval_level = LevelManager(self.agent, eval_env, input_filter, self.output_filter)
+        self.input_filter = input_filter
         self.level.reset(seed=seed)
         if run_dir is not None:
             self.run_dir = Path(run_dir)
@@ -163,6 +165,10 @@ class BasicRLGraphManager(GraphManager):
     def save_checkpoint(self, name: str = checkpoints.LAST) -> Path:
         path = self.checkpoint_dir / name
         checkpoints.save_atomic(self.state_dict(), path)
+        if self.config.performance.make_highest_prio_figures and name == checkpoints.LAST:
+            from memories.high_priority_figures import write_highest_priority_figures
+
+            write_highest_priority_figures(self.agent.memory, self.run_dir / "high_prio_figures")
         return path
 
     def load_checkpoint(self, path: str | Path) -> None:
@@ -194,6 +200,9 @@ class BasicRLGraphManager(GraphManager):
     def evaluate(self, num_episodes: int | None = None) -> float:
         """Average return of greedy episodes on the evaluation environment."""
         num_episodes = num_episodes or self.config.training.evaluation_episodes
+        if self.eval_level is None:
+            self.eval_level = LevelManager(self.agent, self.env_factory(self.config.environment), self.input_filter,
+                                           self.output_filter)
         returns = []
         for i in range(num_episodes):
             self.eval_level.reset(seed=self.seed + EVAL_SEED_OFFSET + self.evaluations_done * num_episodes + i)

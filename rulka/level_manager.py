@@ -22,6 +22,7 @@ class StepResult:
     terminated: bool
     truncated: bool
     info: dict
+    next_observation: Observation  # filtered
 
     @property
     def done(self) -> bool:
@@ -37,6 +38,7 @@ class LevelManager:
         self.observation: Observation | None = None
         self.episode_return = 0.0
         self.episode_length = 0
+        self.last_action: int | None = None
 
     def reset(self, seed: int | None = None) -> None:
         raw, _ = self.env.reset(seed=seed)
@@ -44,8 +46,14 @@ class LevelManager:
         self.episode_return = 0.0
         self.episode_length = 0
 
-    def step(self, phase: RunPhase) -> StepResult:
-        """One action in the environment; the agent observes it unless evaluating."""
+    def step(self, phase: RunPhase, store: bool | None = None) -> StepResult:
+        """One action in the environment.
+
+        The agent observes it (stores it, counts it) when ``store`` is true; by default unless
+        evaluating. Greedy runs that fill the buffer (a map cycle's evaluation entries) pass
+        ``phase=EVALUATE, store=True``.
+        """
+        store = phase is not RunPhase.EVALUATE if store is None else store
         if self.observation is None:
             self.reset()
         state = self.observation
@@ -54,15 +62,16 @@ class LevelManager:
         action = int(info.actions[0])
         raw, reward, terminated, truncated, env_info = self.env.step(self.output_filter.filter(action))
         next_state = self.input_filter.filter_observation(raw)
-        if phase is not RunPhase.EVALUATE:
+        self.last_action = action
+        if store:
             self.agent.observe(state, action, bool(info.was_greedy[0]), self.input_filter.filter_reward(reward),
                                next_state, bool(terminated), bool(truncated))
         self.episode_return += float(reward)
         self.episode_length += 1
         self.observation = next_state
-        result = StepResult(float(reward), bool(terminated), bool(truncated), env_info)
+        result = StepResult(float(reward), bool(terminated), bool(truncated), env_info, next_state)
         if result.done:
-            if phase is not RunPhase.EVALUATE:
+            if store:
                 self.agent.handle_episode_ended()
             self.observation = None
         return result

@@ -26,15 +26,22 @@ def mlp(sizes: list[int]) -> nn.Sequential:
 
 
 class VectorEmbedder(nn.Module):
-    """(B, D) float vectors to (B, hidden_sizes[-1]) features."""
+    """(B, D) float vectors to (B, hidden_sizes[-1]) features.
 
-    def __init__(self, input_size: int, hidden_sizes: list[int]) -> None:
+    With ``mean`` / ``std`` (D,), inputs are normalised first: ``(x - mean) / std``. Normalising
+    inside the network lets the memory rewrite raw values (the mini-race clock) at sampling time.
+    """
+
+    def __init__(self, input_size: int, hidden_sizes: list[int], mean: torch.Tensor | None = None,
+                 std: torch.Tensor | None = None) -> None:
         super().__init__()
         self.layers = mlp([input_size, *hidden_sizes])
         self.output_size = hidden_sizes[-1] if hidden_sizes else input_size
+        self.register_buffer("mean", torch.zeros(input_size) if mean is None else torch.as_tensor(mean, dtype=torch.float32))
+        self.register_buffer("std", torch.ones(input_size) if std is None else torch.as_tensor(std, dtype=torch.float32))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layers(x.float())
+        return self.layers((x.float() - self.mean) / self.std)
 
 
 class ImageEmbedder(nn.Module):

@@ -12,6 +12,15 @@ from typing import Any, Callable
 from environments.trackmania.backend import TrackManiaBackend
 
 BackendFactory = Callable[..., TrackManiaBackend]
+
+
+class RolloutDiscardedError(RuntimeError):
+    """Raised by ``backend.step`` when the race was lost mid-rollout (the game hung or dropped the link).
+
+    The rollout must be thrown away: :class:`TrackManiaEnv` ends the episode as truncated with
+    ``info["discarded"] = True``, and the next ``start_race`` recovers (reconnects or relaunches).
+    """
+
 _REGISTRY: dict[str, BackendFactory] = {}
 
 

@@ -2,8 +2,11 @@
 
 Observation ``Dict(frame=Box(uint8, (1, H, W)), floats=Box(float32, (F,)))`` (F = 184 at defaults,
 layout in :mod:`environments.trackmania.layout`), action ``Discrete(12)`` (table in
-:mod:`environments.trackmania.actions`). Crossing the finish line terminates; the race-time limit
-and the no-progress limit truncate.
+:mod:`environments.trackmania.actions`). Crossing the finish line (the backend's
+``CarState.finished``: in the real game, checkpoint count == target) terminates; the race-time limit
+and the no-progress limit truncate. A rollout the backend lost (the game hung or dropped the link,
+:class:`~environments.trackmania.backends.RolloutDiscardedError`) is truncated with
+``info["discarded"] = True``: it is not a terminal state, and the next ``reset()`` starts a new race.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from gymnasium import spaces
 
 from environments.trackmania.actions import N_ACTIONS, action_to_inputs
 from environments.trackmania.backend import CarState, TrackManiaBackend
-from environments.trackmania.backends import make_backend
+from environments.trackmania.backends import RolloutDiscardedError, make_backend
 from environments.trackmania.layout import FloatLayout
 from environments.trackmania.observation import ObservationBuilder
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
@@ -73,6 +76,7 @@ class TrackManiaEnv(gym.Env):
         self.action_space = spaces.Discrete(N_ACTIONS)
         self.state: CarState | None = None
         self._frame: np.ndarray | None = None
+        self._last_obs: dict[str, np.ndarray] | None = None
         self._progress = 0.0
         self._furthest_progress = 0.0
         self._last_new_zone_ms = 0
@@ -83,6 +87,7 @@ class TrackManiaEnv(gym.Env):
         """Start a new race; with ``seed`` the whole episode is reproducible."""
         super().reset(seed=seed)
         backend_seed = int(self.np_random.integers(_SEED_BOUND))
+        self.state = None  # a failed start (e.g. the game cannot be started) leaves the env un-reset
         state, frame = self.backend.start_race(self.track, backend_seed)
         self.tracker.reset()
         zone = self.tracker.update(state.position)
@@ -101,7 +106,10 @@ class TrackManiaEnv(gym.Env):
         if not self.action_space.contains(action):
             raise ValueError(f"invalid action {action!r}; expected an int in [0, {N_ACTIONS})")
         action = int(action)
-        state, frame = self.backend.step(action_to_inputs(action))
+        try:
+            state, frame = self.backend.step(action_to_inputs(action))
+        except RolloutDiscardedError as exc:
+            return self._discarded_step(exc)
         self.builder.push_action(action)
         furthest_before = self.tracker.furthest
         zone = self.tracker.update(state.position)
@@ -114,6 +122,8 @@ class TrackManiaEnv(gym.Env):
         end = self.end_rules(state.finished, state.race_time_ms, self._last_new_zone_ms)
         self.state = state
         self._steps += 1
+        if end.truncated:
+            self._end_backend_race()
         return self._observation(state, frame), float(reward), end.terminated, end.truncated, self._info(state,
                                                                                                           end.reason)
 
@@ -128,13 +138,30 @@ class TrackManiaEnv(gym.Env):
         self.backend.close()
 
     # ------------------------------------------------------------------ helpers
+    def _discarded_step(self, exc: Exception):
+        """The backend lost the race: truncate with the last observation, reward 0, ``discarded``."""
+        assert self.state is not None and self._last_obs is not None
+        info = self._info(self.state, "discarded")
+        info["discarded"] = True
+        info["discard_reason"] = str(exc)
+        obs = {key: value.copy() for key, value in self._last_obs.items()}
+        self.state = None  # step() now needs a reset(), which starts a new race
+        return obs, 0.0, False, True, info
+
+    def _end_backend_race(self) -> None:
+        """Tell a backend that keeps a game waiting (tmi) that this race was cut off."""
+        end_race = getattr(self.backend, "end_race", None)
+        if callable(end_race):
+            end_race()
+
     def _distance_to_current_point(self, position: np.ndarray) -> float:
         return float(np.linalg.norm(self.zones.centers[self.tracker.current] - position))
 
     def _observation(self, state: CarState, frame: np.ndarray) -> dict[str, np.ndarray]:
         floats = self.builder.build(state, self.tracker.current, self._progress)
         self._frame = frame.reshape(1, *frame.shape).copy()
-        return {"frame": self._frame, "floats": floats.copy()}
+        self._last_obs = {"frame": self._frame, "floats": floats.copy()}
+        return self._last_obs
 
     @property
     def progress_m(self) -> float:
@@ -169,4 +196,5 @@ class TrackManiaEnv(gym.Env):
             "end_reason": end_reason,
             "checkpoint_times_ms": list(state.checkpoint_times_ms),
             "steps": self._steps,
+            "discarded": False,
         }

@@ -13,6 +13,9 @@ from typing import Optional
 class TrackManiaEnvironmentParameters:
     """Environment, frame, reward and cut-off settings shared by the ``sim`` and ``tmi`` backends."""
 
+    backend: str = "sim"
+    """What runs the car: "sim" (the built-in simulator) or "tmi" (the real game through TMInterface 2)."""
+
     # --- timing ---
     tm_engine_step_per_action: int = 5
     """Engine ticks (10 ms each) per agent action, ticks."""

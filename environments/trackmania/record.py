@@ -86,6 +86,21 @@ def draw_trajectory_png(track: Track, positions: np.ndarray, speeds_kmh: np.ndar
     return path
 
 
+def write_gif(frames: list[np.ndarray], overlays: list[tuple[float, int | None, int]], path: str | Path,
+              ms_per_frame: int) -> Path:
+    """An animated GIF of (H, W) uint8 frames, each with its (speed km/h, action, race time ms) overlay.
+
+    Episodes longer than MAX_GIF_FRAMES keep every k-th frame (and play at the same speed).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stride = max(1, int(np.ceil(len(frames) / MAX_GIF_FRAMES)))
+    images = [_overlay(frames[k], *overlays[k]) for k in range(0, len(frames), stride)]
+    images[0].save(path, save_all=True, append_images=images[1:], duration=ms_per_frame * stride, loop=0,
+                   optimize=False)
+    return path
+
+
 def record_episode(env, policy: Policy, out_dir: str | Path, seed: int | None = 0, name: str = "episode",
                    max_steps: int | None = None) -> RecordResult:
     """Run ``policy`` (obs -> action) in ``env`` (a TrackManiaEnv) for one episode and write
@@ -112,11 +127,7 @@ def record_episode(env, policy: Policy, out_dir: str | Path, seed: int | None = 
         speeds.append(info["speed_kmh"])
         if terminated or truncated:
             break
-    stride = max(1, int(np.ceil(len(frames) / MAX_GIF_FRAMES)))
-    images = [_overlay(frames[k], *overlays[k]) for k in range(0, len(frames), stride)]
-    gif_path = out / f"{name}.gif"
-    images[0].save(gif_path, save_all=True, append_images=images[1:], duration=env.unwrapped.params.ms_per_action
-                   * stride, loop=0, optimize=False)
+    gif_path = write_gif(frames, overlays, out / f"{name}.gif", env.unwrapped.params.ms_per_action)
     png_path = draw_trajectory_png(base.track, np.asarray(positions), np.asarray(speeds), out / f"{name}.png")
     return RecordResult(gif_path=gif_path, png_path=png_path, steps=steps, total_reward=total, info=info)
 

@@ -43,6 +43,7 @@ class Track:
         turbo_pads: turbo areas (their surface is SURFACE_TURBO).
         checkpoint_s: arc lengths of the real checkpoints along the raw line, m (the finish is not one).
         is_loop: the line ends where it starts (one lap).
+        map_path: the game's map (``.Challenge.Gbx``) for the ``tmi`` backend; None for simulator-only tracks.
     """
 
     name: str
@@ -53,6 +54,7 @@ class Track:
     turbo_pads: list[SurfacePatch] = field(default_factory=list)
     checkpoint_s: list[float] = field(default_factory=list)
     is_loop: bool = False
+    map_path: str | None = None
 
     def __post_init__(self) -> None:
         line = np.asarray(self.reference_line, dtype=np.float64)
@@ -130,4 +132,22 @@ def track_from_npy(
     track = Track(name=name or path.stem, reference_line=line, road_width=road_width)
     if n_checkpoints:
         track.checkpoint_s = [track.length_m * (k + 1) / (n_checkpoints + 1) for k in range(n_checkpoints)]
+    return track
+
+
+def track_from_map(
+    map_path: str | Path,
+    reference_line_path: str | Path,
+    road_width: float = DEFAULT_NPY_ROAD_WIDTH_M,
+    name: str | None = None,
+    checkpoint_s: list[float] | None = None,
+) -> Track:
+    """A real-game track: the map the game loads plus its reference line ``.npy`` (a map-cycle entry).
+
+    ``checkpoint_s`` are the real checkpoints' arc lengths along the line, m (the finish excluded);
+    the game itself decides when the race is finished.
+    """
+    track = track_from_npy(reference_line_path, road_width=road_width, name=name or Path(map_path).name)
+    track.map_path = str(map_path)
+    track.checkpoint_s = [float(s) for s in (checkpoint_s or [])]
     return track

@@ -5,7 +5,22 @@ blob decoding), :mod:`.materials`, :mod:`.game_instance_manager` (the rollout cy
 :mod:`.backend` (``TMIBackend``), :mod:`.launcher`, :mod:`.settings`, and tools: :mod:`.check`,
 :mod:`.install`, :mod:`.inputs_export`, :mod:`.replay_to_line`, :mod:`.cli`.
 Nothing here imports the optional ``tminterface`` or ``pygbx`` packages at import time.
+
+Importing this package registers the ``tmi`` backend: ``TrackManiaEnv(backend="tmi")``.
 """
+from typing import Any
+
+from ..backend import TrackManiaBackend
+from ..backends import register_backend
 from .protocol import MessageType, TMInterfaceError
+
+
+def _make_tmi(params: Any, **options: Any) -> TrackManiaBackend:
+    from .backend import make_tmi_backend  # lazy: the CLI tools need none of the rollout machinery
+
+    return make_tmi_backend(params, **options)
+
+
+register_backend("tmi", _make_tmi)
 
 __all__ = ["MessageType", "TMInterfaceError"]

@@ -8,17 +8,25 @@ Wiring in a backend factory is one line::
 ``start_race(track, seed)`` takes the map to load from ``track``: a path string (``str`` or
 ``os.PathLike``) or an object with a ``tmi_map_path`` / ``map_path`` / ``gbx_path`` attribute; the
 game is deterministic, so ``seed`` is ignored.
+
+Through the environment (the registry calls :func:`make_tmi_backend`)::
+
+    env = TrackManiaEnv(params, track=track_from_map(map_path, line_npy, road_width), backend="tmi",
+                        backend_options={"instance_index": 0, "running_speed": 10})
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..backend import CarState, InputState, TrackManiaBackend
 from .game_instance_manager import GameInstanceManager, ManagerConfig, RolloutDiscarded, StepResult
 from .launcher import Launcher
+from .protocol import TMInterfaceError
 from .settings import TMISettings, load_settings
 from .state import decode_state
 
@@ -37,6 +45,10 @@ def map_path_of(track: object) -> str:
         f"the tmi backend needs a map path: pass a path or an object with one of "
         f"{', '.join(_TRACK_PATH_ATTRIBUTES)}; got {type(track).__name__}"
     )
+
+
+class TMIStartError(TMInterfaceError):
+    """The game could not be brought to race time 0 even after the manager's bounded retries."""
 
 
 class TMIBackend(TrackManiaBackend):
@@ -88,7 +100,19 @@ class TMIBackend(TrackManiaBackend):
     def start_race(self, track: object, seed: int | None) -> tuple[CarState, np.ndarray]:
         """Load the map if needed and put the car at race time 0 (``seed`` is ignored)."""
         self._gear_change_counter = 0.0
-        return self._to_car(self.manager.start_race(map_path_of(track)))
+        map_path = map_path_of(track)
+        try:
+            result = self.manager.start_race(map_path)
+        except TMInterfaceError as exc:
+            m = self.manager
+            raise TMIStartError(
+                f"could not start a race on {map_path!r} with game instance {m.instance_index} (port {m.port}) "
+                f"after {m.config.max_start_attempts} attempt(s): {exc.detail}. Diagnose the link with "
+                f"`rulka tmi check --port {m.port}` (is the game running with the rulka_link plugin?)",
+                message_id=exc.message_id,
+                expected=exc.expected,
+            ) from exc
+        return self._to_car(result)
 
     def step(self, inputs: InputState) -> tuple[CarState, np.ndarray]:
         """Hold ``inputs`` for one action (50 ms of race time).
@@ -110,4 +134,48 @@ class TMIBackend(TrackManiaBackend):
         self.manager.close()
 
 
-__all__ = ["RolloutDiscarded", "TMIBackend", "map_path_of"]
+def manager_config_from_parameters(
+    params: Any, running_speed: float = 1.0, **overrides: Any
+) -> ManagerConfig:
+    """The manager settings for ``params`` (TrackManiaEnvironmentParameters); ``overrides`` replace fields."""
+    config = ManagerConfig(
+        running_speed=float(running_speed),
+        ms_per_action=int(params.ms_per_action),
+        frame_width=int(params.W_downsized),
+        frame_height=int(params.H_downsized),
+        timeout_during_run_ms=int(params.timeout_during_run_ms),
+        timeout_between_runs_ms=int(params.timeout_between_runs_ms),
+        game_reboot_interval_s=float(params.game_reboot_interval),
+        game_camera=int(params.game_camera_number),
+    )
+    return dataclasses.replace(config, **overrides)  # an unknown field raises TypeError
+
+
+def make_tmi_backend(
+    params: Any,
+    *,
+    instance_index: int = 0,
+    settings: TMISettings | None = None,
+    env_file: str | Path | None = ".env",
+    launcher: Launcher | None = None,
+    running_speed: float = 1.0,
+    manager_options: dict[str, Any] | None = None,
+) -> TMIBackend:
+    """The ``tmi`` backend factory of the registry: ``make_backend("tmi", params, **options)``.
+
+    Frame size, timeouts, reboot interval and camera come from ``params``; ``manager_options``
+    overrides any :class:`ManagerConfig` field (e.g. short ``start_timeout_s`` in tests);
+    ``settings``/``launcher`` may be injected (tests), else they come from ``env_file``.
+    """
+    config = manager_config_from_parameters(params, running_speed, **(manager_options or {}))
+    return TMIBackend(instance_index, settings=settings, env_file=env_file, launcher=launcher, config=config)
+
+
+__all__ = [
+    "RolloutDiscarded",
+    "TMIBackend",
+    "TMIStartError",
+    "make_tmi_backend",
+    "manager_config_from_parameters",
+    "map_path_of",
+]

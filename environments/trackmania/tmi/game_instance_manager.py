@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..backends import RolloutDiscardedError
 from .client import SyncMessage, TMIClient, TMInterfaceConnectError
 from .launcher import GameProcess, Launcher, default_launcher
 from .protocol import (
@@ -54,8 +55,11 @@ CONSOLE_SETTINGS = (
 )
 
 
-class RolloutDiscarded(TMInterfaceError):
+class RolloutDiscarded(TMInterfaceError, RolloutDiscardedError):
     """The game hung or dropped the connection mid-race: throw this rollout away.
+
+    It is also the backend-neutral :class:`~environments.trackmania.backends.RolloutDiscardedError`
+    that :class:`~environments.trackmania.env.TrackManiaEnv` turns into a discarded, truncated episode.
 
     The manager has already closed the connection (and killed a hung game); the next
     :meth:`GameInstanceManager.start_race` reconnects or relaunches.

@@ -6,7 +6,8 @@ client's commands (ids 6-23), drops the client after its own timeout (default 20
 answers with state blobs from :func:`encode_state`, BGRA frames, checkpoint and finish messages.
 
 Behind it, a toy car on a straight line: accelerate pushes it along +z, brake slows it; the
-checkpoints are distances along z, the last one is the finish.
+checkpoints are distances along z, the last one is the finish. :func:`save_straight_line` writes the
+matching reference line (x = 0, y = 0, z from 0, 0.5 m apart) for runs through ``TrackManiaEnv``.
 
 Faults for tests: ``hang_at_ms`` (the game freezes at that race time: the socket stays open, nothing
 more is sent), ``drop_at_ms`` (the connection is closed at that race time; the server listens
@@ -23,6 +24,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -31,6 +33,19 @@ from environments.trackmania.tmi.protocol import MessageType as M
 from environments.trackmania.tmi.state import decode_state, encode_state
 
 _MAX_PAYLOAD = 1 << 20
+
+
+def straight_line(length_m: float, spacing_m: float = 0.5) -> np.ndarray:
+    """The toy car's reference line: (N, 3) points x = 0, y = 0, z = 0 .. length_m."""
+    z = np.arange(0.0, length_m + spacing_m / 2, spacing_m)
+    return np.stack([np.zeros_like(z), np.zeros_like(z), z], axis=1)
+
+
+def save_straight_line(path: str | Path, length_m: float) -> Path:
+    """Save :func:`straight_line` as a reference-line ``.npy`` and return its path."""
+    path = Path(path)
+    np.save(path, straight_line(length_m))
+    return path
 
 
 class _Dropped(Exception):

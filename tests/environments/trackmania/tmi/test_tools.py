@@ -157,3 +157,12 @@ def test_cli_subcommands(tmp_path, capsys):
     with FakeGameServer() as server:
         args = parser.parse_args(["tmi", "check", "--port", str(server.port)])
         assert args.func(args) == 0
+
+
+def test_main_rulka_cli_runs_tmi_check(capsys):
+    """`rulka tmi check --port N` through the main CLI diagnoses "nothing listening" and exits non-zero."""
+    from rulka.cli import main
+
+    assert main(["tmi", "check", "--port", str(free_port()), "--timeout", "0.3"]) == 1
+    out = capsys.readouterr().out
+    assert "nothing_listening" in out and "rulka tmi install" in out

@@ -1,0 +1,75 @@
+"""The typed configuration of a TrackMania experiment, laid out as the configuration guide's YAML.
+
+A YAML written for the guide loads unchanged: its ``rewards`` and ``state_normalization``
+sections and ``neural_network.W_downsized`` / ``H_downsized`` are routed to the environment
+parameters, which own them (the environment computes rewards and frames).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from environments.trackmania.parameters import TrackManiaEnvironmentParameters
+from rulka.parameters import (ExperimentConfig, MapCycleEntry, MapCycleParameters, MemoryParameters,
+                              NeuralNetworkParameters, TrainingParameters)
+
+
+@dataclass
+class TrackManiaNeuralNetworkParameters(NeuralNetworkParameters):
+    """Linesight's network: conv image head, float head, cosine quantile embedding, dueling heads."""
+
+    #: Width of the two layers of the float head.
+    float_hidden_dim: int = 256
+    #: Hidden width of the dueling advantage and value heads (Linesight: 512).
+    dense_hidden_dimension: int = 512
+
+
+@dataclass
+class TrackManiaTrainingParameters(TrainingParameters):
+    """Training section with the mini-race sampling parameters."""
+
+    run_name: str = "uni"
+    #: Clock draw range starts at -oversample_long_term_steps + oversample_maximum_term_steps.
+    oversample_long_term_steps: int = 40
+    #: Shift after abs() and extra width of the clock draw range.
+    oversample_maximum_term_steps: int = 5
+    #: PER priorities are only updated for samples whose mini-race clock is below this, actions
+    #: (None: temporal_mini_race_duration_actions - 40).
+    min_horizon_to_update_priority_actions: Optional[int] = None
+    #: Each sample's loss is divided by the spread of its target distribution, clamped below at
+    #: (running mean spread) / this ratio. 0 disables the normalisation.
+    target_self_loss_clamp_ratio: float = 4.0
+    #: The map cycle's greedy entries are the evaluation; no separate evaluation episodes.
+    evaluate_every_n_env_steps: int = 0
+    checkpoint_every_n_env_steps: int = 50_000
+    max_env_steps: int = 50_000_000
+
+
+@dataclass
+class TrackManiaMemoryParameters(MemoryParameters):
+    buffer_test_ratio: float = 0.05
+    #: Frames make the memory large (about 1 GB at 50k transitions): not saved by default; a
+    #: resumed run refills it with its current policy before learning again.
+    save_memory_in_checkpoint: bool = False
+
+
+@dataclass
+class TrackManiaExperimentConfig(ExperimentConfig):
+    environment: TrackManiaEnvironmentParameters = field(default_factory=TrackManiaEnvironmentParameters)
+    neural_network: TrackManiaNeuralNetworkParameters = field(default_factory=TrackManiaNeuralNetworkParameters)
+    training: TrackManiaTrainingParameters = field(default_factory=TrackManiaTrainingParameters)
+    memory: TrackManiaMemoryParameters = field(default_factory=TrackManiaMemoryParameters)
+    map_cycle: MapCycleParameters = field(default_factory=lambda: MapCycleParameters([
+        MapCycleEntry("short", "short", "", True, True, 4), MapCycleEntry("short", "short", "", False, True, 1)]))
+
+    yaml_routes = {
+        "rewards": "environment",
+        "state_normalization": "environment",
+        "neural_network.W_downsized": "environment.W_downsized",
+        "neural_network.H_downsized": "environment.H_downsized",
+    }
+
+    @property
+    def min_horizon_to_update_priority_actions(self) -> int:
+        value = self.training.min_horizon_to_update_priority_actions
+        return self.environment.temporal_mini_race_duration_actions - 40 if value is None else value

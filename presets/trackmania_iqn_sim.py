@@ -1,0 +1,69 @@
+"""Linesight's IQN agent on the built-in simulator, sized for a 2-core CPU without a GPU.
+
+The same agent, memory and map cycle as ``trackmania_iqn_uni``; every change from the
+configuration guide's defaults is listed below with its reason. Main job of the README:
+
+    rulka -p trackmania_iqn_sim
+"""
+from agents.trackmania_iqn_agent import TrackManiaIQNAgent
+from environments.trackmania.experiment_parameters import (TrackManiaExperimentConfig, TrackManiaMemoryParameters,
+                                                           TrackManiaNeuralNetworkParameters,
+                                                           TrackManiaTrainingParameters)
+from environments.trackmania.parameters import TrackManiaEnvironmentParameters
+from rulka.parameters import ExplorationParameters, MapCycleEntry, MapCycleParameters, PerformanceParameters
+from rulka.schedules import Schedule
+from rulka.trackmania_graph_manager import TrackManiaGraphManager
+
+config = TrackManiaExperimentConfig(
+    environment=TrackManiaEnvironmentParameters(
+        backend="sim",
+        # 48 x 64 instead of 120 x 160: the conv stack costs ~6x less per sample on a CPU, and the
+        # floats (reference line ahead, speeds) carry most of what the simulator's driving needs.
+        H_downsized=48, W_downsized=64,
+    ),
+    neural_network=TrackManiaNeuralNetworkParameters(
+        # 128-wide float head and dueling heads instead of 256 / 512: ~30x fewer parameters,
+        # a gradient step on a CPU in tens of milliseconds instead of seconds.
+        float_hidden_dim=128, dense_hidden_dimension=128,
+        # K = 8 quantiles when acting instead of 32: inference is per action on the CPU.
+        iqn_k=8,
+        # Polyak update every 4 batches, as Linesight does at batch 512 (2048 transitions): the
+        # value of a 7 s mini-race is bootstrapped through ~47 target updates of 3 steps each.
+        number_memories_trained_on_between_target_network_updates=4 * 64,
+    ),
+    training=TrackManiaTrainingParameters(
+        run_name="sim",
+        # Batch 64 instead of 512: same number of samples per stored transition (the gate
+        # below), 8x more frequent updates, which a short CPU run needs.
+        batch_size=64,
+        # Schedules compressed ~10x: a 30-minute CPU run plays a few hundred thousand actions,
+        # not the tens of millions the real-game schedules span.
+        lr_schedule=Schedule([(0, 1e-3), (300_000, 1e-4), (1_500_000, 5e-5)], "exponential"),
+        gamma_schedule=Schedule([(0, 0.999), (150_000, 0.999), (250_000, 1.0)], "linear"),
+        tensorboard_suffix_schedule=Schedule([(0, "")], "staircase"),
+        checkpoint_every_n_env_steps=20_000,
+        max_env_steps=2_000_000,
+    ),
+    memory=TrackManiaMemoryParameters(
+        # Smaller frames make transitions ~5x smaller; the buffer is sized for the shorter run.
+        memory_size_schedule=Schedule([(0, (50_000, 5_000)), (500_000, (100_000, 20_000))], "staircase"),
+        # Each transition used 8 times instead of 32: on a CPU the learner, not the simulator,
+        # is the bottleneck, and fresher data early matters more in a short run.
+        number_times_single_memory_is_used_before_discard=8.0,
+        # 50k transitions at 48 x 64 are ~170 MB: saved in checkpoints so --resume loses nothing.
+        save_memory_in_checkpoint=True,
+    ),
+    exploration=ExplorationParameters(
+        # The guide's knots / 10, for the same reason as the schedules above.
+        epsilon_schedule=Schedule([(0, 1.0), (5_000, 1.0), (30_000, 0.1), (300_000, 0.03)], "exponential"),
+        epsilon_boltzmann_schedule=Schedule([(0, 0.15), (300_000, 0.03)], "exponential"),
+    ),
+    map_cycle=MapCycleParameters([
+        MapCycleEntry(short_name="short", map_path="short", is_exploration=True, fill_buffer=True, repeat=4),
+        MapCycleEntry(short_name="short", map_path="short", is_exploration=False, fill_buffer=True, repeat=1),
+    ]),
+    # The learner and the simulator share the process: two torch threads use both cores.
+    performance=PerformanceParameters(gpu_collectors_count=1, torch_num_threads=2),
+)
+
+graph_manager = TrackManiaGraphManager(agent_class=TrackManiaIQNAgent, config=config)

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Install everything the tests need into .venv and run the whole suite (README, command 2).
+# The AngelScript engine (Debian's angelscript-dev) lets the plugin tests compile our
+# TMInterface plugin in a test host; without it (or without root) those tests skip and say why.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && ! dpkg -s angelscript-dev >/dev/null 2>&1; then
+  (apt-get update -qq && apt-get install -y -qq --no-install-recommends angelscript-dev g++ make >/dev/null) \
+    || echo "scripts/test.sh: could not install angelscript-dev; the plugin host tests will skip"
+fi
+python3 -m venv .venv
+.venv/bin/pip install -q torch==2.13.0 -e '.[test]'
+.venv/bin/python -m pytest -q "$@"
