@@ -250,13 +250,17 @@ class BasicRLGraphManager(GraphManager):
                     steps % training.checkpoint_every_n_env_steps == 0:
                 self.save_checkpoint()
             progress.update("train", steps, self.last_evaluation)
-        progress.update("train", agent.counters.env_steps, self.last_evaluation, force=True)
+        return self.finish_run(progress, start, reached)
+
+    def finish_run(self, progress: ProgressBar, start: float, reached: bool) -> RunSummary:
+        """Close the progress line, write the final checkpoint, flush logs; the run's summary."""
+        c = self.agent.counters
+        progress.update("train", c.env_steps, self.last_evaluation, force=True)
         progress.close()
         if self.run_dir is not None:
             self.save_checkpoint()
         if self.logger is not None:
             self.logger.flush()
-        c = agent.counters
         return RunSummary(c.env_steps, c.episodes, c.gradient_updates, self.last_evaluation,
                           self.best_evaluation, reached, time.monotonic() - start)
 

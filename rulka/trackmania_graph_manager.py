@@ -27,6 +27,8 @@ from rulka.progress import ProgressBar
 
 #: Physical road width given to real-game tracks (only drawn by the simulator's renderer), m.
 TMI_ROAD_WIDTH_M = 24.0
+#: Races per map and kind over which the logged finished ratio is computed.
+RATIO_WINDOW = 20
 SIM_PRESET_HINT = "rulka -p trackmania_iqn_sim (the same agent on the built-in simulator)"
 
 
@@ -40,6 +42,7 @@ class RaceResult:
     episode_return: float
     env_steps: int
     wall_time_s: float
+    end_reason: str = ""
 
 
 def _track_key(entry: MapCycleEntry) -> tuple[str, str]:
@@ -61,6 +64,7 @@ class TrackManiaGraphManager(BasicRLGraphManager):
         self.cycle_position = 0
         self.best_race_time_s: dict[str, float] = {}
         self.races: list[RaceResult] = []
+        #: Set (from another thread, e.g. a wall-time budget) to stop after the current race.
         self.stop_requested = False
 
     # ------------------------------------------------------------------ environments
@@ -145,21 +149,13 @@ class TrackManiaGraphManager(BasicRLGraphManager):
         self._clock = {"start": time.monotonic(), "train": 0.0, "steps": agent.counters.env_steps}
         reached = False
         cycle = self.cycle()
-        while agent.counters.env_steps < total and not reached:
+        while agent.counters.env_steps < total and not reached and not self.stop_requested:
             entry = cycle[self.cycle_position % len(cycle)]
             self.cycle_position += 1
             race = self.run_episode(entry, total, progress)
             if race is not None and stop_at_evaluation is not None and not race.exploration and race.finished:
                 reached = race.race_time_s <= stop_at_evaluation
-        progress.update("train", agent.counters.env_steps, self.last_evaluation, force=True)
-        progress.close()
-        if self.run_dir is not None:
-            self.save_checkpoint()
-        if self.logger is not None:
-            self.logger.flush()
-        c = agent.counters
-        return RunSummary(c.env_steps, c.episodes, c.gradient_updates, self.last_evaluation, self.best_evaluation,
-                          reached, time.monotonic() - start)
+        return self.finish_run(progress, start, reached)
 
     def episode_phase(self, entry: MapCycleEntry) -> RunPhase:
         agent = self.agent
@@ -197,6 +193,7 @@ class TrackManiaGraphManager(BasicRLGraphManager):
             entry.short_name, phase is not RunPhase.EVALUATE, bool(result.info.get("finished", False)),
             result.info.get("race_time_ms", 0) / 1000.0, float(result.info.get("progress_fraction", 0.0)),
             level.episode_return, agent.counters.env_steps, time.monotonic() - self._clock["start"],
+            str(result.info.get("end_reason", "")),
         )
         self.record_race(race, actions, frames, overlays)
         return race
@@ -226,8 +223,9 @@ class TrackManiaGraphManager(BasicRLGraphManager):
         self.races.append(race)
         kind = "explo" if race.exploration else "eval"
         group = f"Race_{kind}/{race.map_name}"
-        values = {f"{group}/finished": float(race.finished), f"{group}/progress": race.progress_fraction,
-                  f"{group}/return": race.episode_return}
+        recent = [r.finished for r in self.races if r.map_name == race.map_name and r.exploration == race.exploration]
+        values = {f"{group}/finished_ratio_last_{RATIO_WINDOW}": sum(recent[-RATIO_WINDOW:]) / len(recent[-RATIO_WINDOW:]),
+                  f"{group}/progress": race.progress_fraction, f"{group}/return": race.episode_return}
         if race.finished:
             values[f"{group}/race_time_s"] = race.race_time_s
         if not race.exploration:
@@ -244,9 +242,10 @@ class TrackManiaGraphManager(BasicRLGraphManager):
             new = not path.exists()
             with open(path, "a", encoding="utf-8") as f:
                 if new:
-                    f.write("wall_time_s,env_steps,map,exploration,finished,race_time_s,progress_fraction,return\n")
+                    f.write("wall_time_s,env_steps,map,exploration,finished,race_time_s,progress_fraction,return,end_reason\n")
                 f.write(f"{race.wall_time_s:.1f},{race.env_steps},{race.map_name},{int(race.exploration)},"
-                        f"{int(race.finished)},{race.race_time_s:.2f},{race.progress_fraction:.4f},{race.episode_return:.3f}\n")
+                        f"{int(race.finished)},{race.race_time_s:.2f},{race.progress_fraction:.4f},{race.episode_return:.3f},"
+                        f"{race.end_reason}\n")
 
     def save_best_run(self, race: RaceResult, actions: list[int], frames: list, overlays: list) -> None:
         if self.run_dir is None:

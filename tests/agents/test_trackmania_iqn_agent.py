@@ -45,12 +45,14 @@ def test_guide_yaml_rewards_section_routes_to_environment():
     assert config.environment.constant_reward_per_ms == -0.002 and config.environment.W_downsized == 64
 
 
-def test_agent_stores_frames_once_and_learns_from_the_mini_race_batch():
-    """A few hundred simulator steps through the agent: training runs, the target-spread EMA is
-    set, the test buffer receives whole episodes, and the loss stays finite."""
+@pytest.mark.parametrize("prio_alpha", [0.0, 0.6])
+def test_agent_learns_from_the_mini_race_batch(prio_alpha):
+    """A few hundred simulator steps through the agent (uniform and prioritized replay): training
+    runs, the target-spread EMA is set, the test buffer receives whole episodes, the loss stays
+    finite, and with PER the sampled priorities move away from their initial value."""
     config = apply_overrides(load_graph_manager("trackmania_iqn_sim").config, overrides=[
         "memory.memory_size_schedule=[[0, [2000, 200]]]", "memory.buffer_test_ratio=0.3",
-        "training.batch_size=16"])
+        "training.batch_size=16", f"memory.prio_alpha={prio_alpha}"])
     env = TrackManiaEnv(config.environment)
     agent = TrackManiaIQNAgent(config, env.observation_space, env.action_space, "cpu", seed=0)
     obs, _ = env.reset(seed=0)
@@ -66,3 +68,8 @@ def test_agent_stores_frames_once_and_learns_from_the_mini_race_batch():
     assert agent.target_spread_ema is not None and agent.target_spread_ema > 0
     assert agent.test_memory.transitions_added > 0 and agent.memory.transitions_added > 0
     assert agent.counters.env_steps == 600
+    if prio_alpha > 0:
+        assert type(agent.memory).__name__ == "PrioritizedMiniRaceReplay"
+        agent.memory.sample_indices(1)  # brings the tree up to date
+        leaves = agent.memory.tree.leaves[: agent.memory.num_slots_used]
+        assert len(np.unique(np.round(leaves[leaves > 0], 6))) > 1
