@@ -91,7 +91,7 @@ def _unknown_key_message(key: str, names: list[str], where: str) -> str:
 
 
 def _coerce(value: Any, hint: Any, path: str, current: Any) -> Any:
-    origin = typing.get_origin(hint)
+    origin = typing.get_origin(hint) or (hint if hint in (list, tuple, dict) else None)
     args = typing.get_args(hint)
     if hint is Any:
         return value

@@ -85,9 +85,9 @@ class TrackManiaEnvironmentParameters:
     """Upper clip of that distance, m."""
 
     # --- state normalisation (the ``state_normalization`` section; None = built-in defaults) ---
-    float_inputs_mean: Optional[list] = None
+    float_inputs_mean: Optional[list[float]] = None
     """Per-float mean, same units as each float; length float_input_dim."""
-    float_inputs_std: Optional[list] = None
+    float_inputs_std: Optional[list[float]] = None
     """Per-float standard deviation, same units as each float; length float_input_dim."""
 
     @property

@@ -75,3 +75,15 @@ def test_get_config_gives_flat_access():
             cfg.no_such_key
     finally:
         set_active_config(None)
+
+
+def test_state_normalization_yaml_from_rulka_stats_loads(tmp_path):
+    """The YAML section written by `rulka stats` loads into the TrackMania parameters (routed to environment)."""
+    from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
+    from environments.trackmania.normalization import write_state_normalization_yaml
+
+    path = write_state_normalization_yaml(tmp_path / "n.yaml", [0.5] * 184, [2.0] * 184)
+    config = apply_overrides(TrackManiaExperimentConfig(), [str(path)])
+    assert config.environment.float_inputs_mean == [0.5] * 184 and config.environment.float_inputs_std == [2.0] * 184
+    with pytest.raises(ConfigError, match=r"environment.float_inputs_mean\[1\]: expected float"):
+        apply_dict(TrackManiaExperimentConfig(), {"state_normalization": {"float_inputs_mean": [0.0, "x"]}})

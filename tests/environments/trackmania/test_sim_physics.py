@@ -143,3 +143,16 @@ def test_elevation_follows_the_road_and_a_crest_launches_the_car():
         flew |= car.airborne
         landed |= flew and not car.airborne
     assert flew and landed
+
+
+def test_gates_count_wherever_zone_tracking_lets_progress_pass():
+    """Checkpoint and finish gates reach (almost) the tracker's 12 m checkpoint radius or the walls,
+    so a car that earns progress past a checkpoint has also counted it and can finish."""
+    from environments.trackmania.sim.geometry import sim_geometry
+    from environments.trackmania.tracks import BUILTIN_TRACK_NAMES, get_track
+    from environments.trackmania.zones import REAL_CHECKPOINT_RADIUS_M
+
+    for name in BUILTIN_TRACK_NAMES:
+        track = get_track(name)
+        geo = sim_geometry(track)
+        assert geo.gate_half_width >= min(geo.wall_distance, REAL_CHECKPOINT_RADIUS_M - 0.5), name
