@@ -107,6 +107,11 @@ def report(run_dir: Path, baseline_s: float, args: argparse.Namespace) -> None:
         print(f"finished races: {len(finished)} ({len(greedy)} greedy)")
     if greedy:
         print(f"first greedy finish after {float(greedy[0]['wall_time_s']) / 60:.1f} min ({greedy[0]['env_steps']} actions)")
+    for label, pool in (("race", finished), ("greedy race", greedy)):
+        faster = [r for r in pool if float(r["race_time_s"]) < baseline_s]
+        if faster:
+            print(f"first {label} faster than the baseline after {float(faster[0]['wall_time_s']) / 60:.1f} min "
+                  f"({faster[0]['race_time_s']} s, {faster[0]['env_steps']} actions)")
     print(f"agent best greedy race: {best_greedy:.2f} s   ratio agent/baseline {best_greedy / baseline_s:.3f}")
     print(f"agent best race (any):  {best_any:.2f} s   ratio agent/baseline {best_any / baseline_s:.3f}")
     if rows:
