@@ -19,6 +19,7 @@ from torch import nn
 
 from exploration_policies import EpsilonBoltzmann, ExplorationPolicy
 from memories.experience_replay import ExperienceReplay, SampledTransitions
+from memories.prioritized_replay import PrioritizedExperienceReplay
 from rulka.core_types import ActionInfo, Counters, Observation, RunPhase, TransitionBatch
 from rulka.parameters import ExperimentConfig
 from rulka.schedules import Schedule
@@ -62,16 +63,26 @@ class Agent(abc.ABC):
     def create_networks(self) -> nn.Module:
         """The online network (the target network is a copy)."""
 
-    def create_memory(self, seed: int | None) -> ExperienceReplay:
-        """Uniform replay, or prioritized replay when ``memory.prio_alpha > 0``."""
-        capacity, _ = self.memory_sizes()
+    #: The replay classes :meth:`create_memory` builds (uniform, and with ``prio_alpha > 0``).
+    memory_class: type[ExperienceReplay] = ExperienceReplay
+    prioritized_memory_class: type[ExperienceReplay] = PrioritizedExperienceReplay
+
+    def memory_kwargs(self) -> dict[str, Any]:
+        """Extra keyword arguments of the memory classes (none here)."""
+        return {}
+
+    def create_memory(self, seed: int | None, capacity: int | None = None) -> ExperienceReplay:
+        """Uniform replay, or prioritized replay when ``memory.prio_alpha > 0``.
+
+        ``capacity`` defaults to the current value of ``memory_size_schedule``.
+        """
+        capacity = capacity or self.memory_sizes()[0]
         t, m = self.config.training, self.config.memory
         args = (self.observation_space, capacity, t.n_steps, t.discard_non_greedy_actions_in_nsteps, seed)
         if m.prio_alpha > 0:
-            from memories.prioritized_replay import PrioritizedExperienceReplay
-
-            return PrioritizedExperienceReplay(*args, alpha=m.prio_alpha, epsilon=m.prio_epsilon, beta=m.prio_beta)
-        return ExperienceReplay(*args)
+            return self.prioritized_memory_class(*args, alpha=m.prio_alpha, epsilon=m.prio_epsilon,
+                                                 beta=m.prio_beta, **self.memory_kwargs())
+        return self.memory_class(*args, **self.memory_kwargs())
 
     def create_exploration_policy(self, seed: int | None) -> ExplorationPolicy:
         e = self.config.exploration

@@ -26,6 +26,7 @@ from environments.trackmania.layout import FloatLayout
 from environments.trackmania.normalization import normalization_from_parameters
 from memories.experience_replay import ExperienceReplay
 from memories.mini_race_replay import MiniRaceReplay
+from memories.prioritized_replay import PrioritizedMiniRaceReplay
 from rulka.core_types import Observation, TransitionBatch
 
 FRAME_KEY, FLOATS_KEY = "frame", "floats"
@@ -42,8 +43,7 @@ class TrackManiaIQNAgent(IQNAgent):
         self.episode_rng = np.random.default_rng(None if seed is None else seed + 17)
         self._episode_memory: ExperienceReplay | None = None
         super().__init__(config, observation_space, action_space, device, seed)
-        self.test_memory = self.create_memory(None if seed is None else seed + 29) \
-            if config.memory.buffer_test_ratio > 0 else None
+        self.test_memory = self.create_test_memory(None if seed is None else seed + 29)
 
     # ------------------------------------------------------------------ building blocks
     def embedder_factories(self) -> dict:
@@ -55,23 +55,25 @@ class TrackManiaIQNAgent(IQNAgent):
                                                      torch.as_tensor(mean), torch.as_tensor(std)),
         }
 
-    def create_memory(self, seed: int | None) -> ExperienceReplay:
-        capacity, _ = self.memory_sizes()
+    memory_class = MiniRaceReplay
+    prioritized_memory_class = PrioritizedMiniRaceReplay
+
+    def memory_kwargs(self) -> dict[str, Any]:
         env, training = self.config.environment, self.config.training
-        kwargs: dict[str, Any] = dict(
+        return dict(
             clock_key=FLOATS_KEY, clock_index=self.layout.mini_race_clock.start,
             horizon=env.temporal_mini_race_duration_actions,
             oversample_long_term_steps=training.oversample_long_term_steps,
             oversample_maximum_term_steps=training.oversample_maximum_term_steps,
         )
-        args = (self.observation_space, capacity, training.n_steps, training.discard_non_greedy_actions_in_nsteps, seed)
-        if self.config.memory.prio_alpha > 0:
-            from memories.prioritized_replay import PrioritizedMiniRaceReplay
 
-            m = self.config.memory
-            return PrioritizedMiniRaceReplay(*args, alpha=m.prio_alpha, beta=m.prio_beta, epsilon=m.prio_epsilon,
-                                             **kwargs)
-        return MiniRaceReplay(*args, **kwargs)
+    def create_test_memory(self, seed: int | None) -> ExperienceReplay | None:
+        """The held-out buffer, sized for its share of the data (``buffer_test_ratio`` of the capacity)."""
+        ratio = self.config.memory.buffer_test_ratio
+        if ratio <= 0:
+            return None
+        capacity = max(int(np.ceil(self.memory_sizes()[0] * ratio)), self.config.training.batch_size * 4)
+        return self.create_memory(seed, capacity)
 
     # ------------------------------------------------------------------ observing
     def observe(self, state: Observation, action: int, was_greedy: bool, reward: float,

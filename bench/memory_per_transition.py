@@ -30,9 +30,7 @@ def main() -> None:
         agent.observe(obs, action, False, reward, nxt, terminated, truncated)
         obs = nxt if not (terminated or truncated) else env.reset()[0]
     memory = agent.memory
-    total = sum(a.nbytes for a in (*memory.states.values(), memory.actions, memory.rewards, memory.terminated,
-                                   memory.ended, memory.greedy, memory.has_action, memory.ready))
-    per_transition = total / memory.capacity
+    per_transition = memory.bytes_per_transition()
     raw_pair = 2 * int(np.prod(env.observation_space["frame"].shape))
     print(f"{memory.capacity} slots filled with simulator steps (an episode's final state takes a slot too)")
     print(f"bytes per stored transition: {per_transition:.0f}")

@@ -36,6 +36,10 @@ class SampledTransitions:
     clocks: np.ndarray | None = None
 
 
+#: The per-slot arrays besides the states.
+_STEP_ARRAYS = ("actions", "rewards", "terminated", "ended", "greedy", "ready")
+
+
 class ExperienceReplay:
     """Uniform replay over a ring buffer of steps, with n-step returns.
 
@@ -82,8 +86,15 @@ class ExperienceReplay:
         self.terminated = np.zeros(capacity, dtype=bool)
         self.ended = np.zeros(capacity, dtype=bool)  # terminated or truncated after this action
         self.greedy = np.zeros(capacity, dtype=bool)
-        self.has_action = np.zeros(capacity, dtype=bool)
         self.ready = np.zeros(capacity, dtype=bool)
+
+    def nbytes(self) -> int:
+        """Bytes held by the memory's arrays."""
+        return sum(a.nbytes for a in self.states.values()) + sum(getattr(self, n).nbytes for n in _STEP_ARRAYS)
+
+    def bytes_per_transition(self) -> float:
+        """Memory held per slot, bytes (all arrays / capacity)."""
+        return self.nbytes() / self.capacity
 
     def __len__(self) -> int:
         """Number of transitions that can be sampled."""
@@ -98,7 +109,6 @@ class ExperienceReplay:
         for key, array in self.states.items():
             array[slot] = state[key]
         self.ready[slot] = False
-        self.has_action[slot] = False
         self.ended[slot] = False
         self.terminated[slot] = False
         self._cursor = (slot + 1) % self.capacity
@@ -122,7 +132,6 @@ class ExperienceReplay:
         self.terminated[slot] = terminated
         self.ended[slot] = terminated or truncated
         self.greedy[slot] = was_greedy
-        self.has_action[slot] = True
         self.transitions_added += 1
         self._pending.append(slot)
         if terminated or truncated:
@@ -145,14 +154,14 @@ class ExperienceReplay:
         keep = order[-capacity:] if self._size > capacity else order
         old = {
             "states": {k: v[keep] for k, v in self.states.items()},
-            **{n: getattr(self, n)[keep] for n in ("actions", "rewards", "terminated", "ended", "greedy", "has_action", "ready")},
+            **{n: getattr(self, n)[keep] for n in _STEP_ARRAYS},
         }
         pending_positions = {int(s): i for i, s in enumerate(keep)}
         self._allocate(capacity)
         n = len(keep)
         for k, v in old["states"].items():
             self.states[k][:n] = v
-        for name in ("actions", "rewards", "terminated", "ended", "greedy", "has_action", "ready"):
+        for name in _STEP_ARRAYS:
             getattr(self, name)[:n] = old[name]
         self._size = n
         self._cursor = n % capacity
@@ -228,7 +237,7 @@ class ExperienceReplay:
             "transitions_added": self.transitions_added,
             "states": {k: torch.from_numpy(v[:n].copy()) for k, v in self.states.items()},
             **{name: torch.from_numpy(getattr(self, name)[:n].copy())
-               for name in ("actions", "rewards", "terminated", "ended", "greedy", "has_action", "ready")},
+               for name in _STEP_ARRAYS},
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -236,7 +245,7 @@ class ExperienceReplay:
         n = int(state["size"])
         for k, v in state["states"].items():
             self.states[k][:n] = v.numpy()
-        for name in ("actions", "rewards", "terminated", "ended", "greedy", "has_action", "ready"):
+        for name in _STEP_ARRAYS:
             getattr(self, name)[:n] = state[name].numpy()
         self._size = n
         self._cursor = int(state["cursor"])

@@ -60,9 +60,3 @@ class MiniRaceReplay(ExperienceReplay):
         batch.states[self.clock_key][:, self.clock_index] = clocks
         batch.next_states[self.clock_key][:, self.clock_index] = clocks + steps_used
         return batch
-
-    def bytes_per_transition(self) -> float:
-        """Memory held per stored slot, bytes (all arrays / capacity)."""
-        arrays = [*self.states.values(), self.actions, self.rewards, self.terminated, self.ended, self.greedy,
-                  self.has_action, self.ready]
-        return sum(a.nbytes for a in arrays) / self.capacity

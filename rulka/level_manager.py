@@ -63,7 +63,12 @@ class LevelManager:
         raw, reward, terminated, truncated, env_info = self.env.step(self.output_filter.filter(action))
         next_state = self.input_filter.filter_observation(raw)
         self.last_action = action
-        if store:
+        # A rollout the environment lost (a hung game: info["discarded"]) ends without a real last
+        # transition: the agent forgets the episode's open windows instead of storing a fake step.
+        discarded = bool(env_info.get("discarded", False))
+        if store and discarded:
+            self.agent.abandon_episode()
+        elif store:
             self.agent.observe(state, action, bool(info.was_greedy[0]), self.input_filter.filter_reward(reward),
                                next_state, bool(terminated), bool(truncated))
         self.episode_return += float(reward)
@@ -71,7 +76,7 @@ class LevelManager:
         self.observation = next_state
         result = StepResult(float(reward), bool(terminated), bool(truncated), env_info, next_state)
         if result.done:
-            if store:
+            if store and not discarded:
                 self.agent.handle_episode_ended()
             self.observation = None
         return result

@@ -73,3 +73,11 @@ def test_agent_learns_from_the_mini_race_batch(prio_alpha):
         agent.memory.sample_indices(1)  # brings the tree up to date
         leaves = agent.memory.tree.leaves[: agent.memory.num_slots_used]
         assert len(np.unique(np.round(leaves[leaves > 0], 6))) > 1
+
+
+def test_test_buffer_is_sized_for_its_share():
+    """The held-out buffer holds buffer_test_ratio of the capacity, not a second full-size buffer."""
+    config = load_graph_manager("trackmania_iqn_uni").config
+    agent = agent_for(apply_overrides(config, overrides=["environment.backend=sim"]))
+    assert agent.memory.capacity == 50_000
+    assert agent.test_memory.capacity == 2_500
