@@ -6,13 +6,15 @@ configuration guide's defaults is listed below with its reason. Main job of the 
     rulka -p trackmania_iqn_sim
 """
 from agents.trackmania_iqn_agent import TrackManiaIQNAgent
-from environments.trackmania.experiment_parameters import (TrackManiaExperimentConfig, TrackManiaMemoryParameters,
+from environments.trackmania.experiment_parameters import (MapCycleEntry, MapCycleParameters,
+                                                           TrackManiaExperimentConfig, TrackManiaMemoryParameters,
                                                            TrackManiaNeuralNetworkParameters,
+                                                           TrackManiaPerformanceParameters,
                                                            TrackManiaTrainingParameters)
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
-from rulka.parameters import ExplorationParameters, MapCycleEntry, MapCycleParameters, PerformanceParameters
+from environments.trackmania.graph_manager import TrackManiaGraphManager
+from rulka.parameters import ExplorationParameters
 from rulka.schedules import Schedule
-from rulka.trackmania_graph_manager import TrackManiaGraphManager
 
 config = TrackManiaExperimentConfig(
     environment=TrackManiaEnvironmentParameters(
@@ -68,7 +70,7 @@ config = TrackManiaExperimentConfig(
         MapCycleEntry(short_name="short", map_path="short", is_exploration=False, fill_buffer=True, repeat=1),
     ]),
     # The learner and the simulator share the process: two torch threads use both cores.
-    performance=PerformanceParameters(gpu_collectors_count=1, torch_num_threads=2),
+    performance=TrackManiaPerformanceParameters(gpu_collectors_count=0, torch_num_threads=2),
 )
 
 graph_manager = TrackManiaGraphManager(agent_class=TrackManiaIQNAgent, config=config)

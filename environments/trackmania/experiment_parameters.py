@@ -10,8 +10,41 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
-from rulka.parameters import (ExperimentConfig, MapCycleEntry, MapCycleParameters, MemoryParameters,
-                              NeuralNetworkParameters, TrainingParameters)
+from rulka.parameters import (ExperimentConfig, MemoryParameters, NeuralNetworkParameters, PerformanceParameters,
+                              TrainingParameters)
+
+
+@dataclass
+class MapCycleEntry:
+    """One entry of the TrackMania map cycle."""
+
+    short_name: str = "map"
+    #: The map: a built-in or procedural track name or a line ``.npy`` (simulator), a ``.Challenge.Gbx`` (game).
+    map_path: str = ""
+    #: The reference line ``.npy`` of the map (the real game needs it; the simulator can take it as the track).
+    reference_line_path: str = ""
+    #: Race with the exploration policy (else greedily: the map's evaluation).
+    is_exploration: bool = True
+    #: Store this race's transitions in the replay memory.
+    fill_buffer: bool = True
+    #: Consecutive races of this entry per cycle.
+    repeat: int = 1
+
+
+@dataclass
+class MapCycleParameters:
+    """The ``map_cycle`` section: which track each race runs and whether it explores.
+
+    Each environment (game instance) races the cycle on its own, from its own position in it.
+    """
+
+    entries: list[MapCycleEntry] = field(default_factory=list)
+
+
+@dataclass
+class TrackManiaPerformanceParameters(PerformanceParameters):
+    #: Game instances, one per collector process (the guide's default).
+    gpu_collectors_count: int = 4
 
 
 @dataclass
@@ -59,6 +92,7 @@ class TrackManiaExperimentConfig(ExperimentConfig):
     neural_network: TrackManiaNeuralNetworkParameters = field(default_factory=TrackManiaNeuralNetworkParameters)
     training: TrackManiaTrainingParameters = field(default_factory=TrackManiaTrainingParameters)
     memory: TrackManiaMemoryParameters = field(default_factory=TrackManiaMemoryParameters)
+    performance: TrackManiaPerformanceParameters = field(default_factory=TrackManiaPerformanceParameters)
     map_cycle: MapCycleParameters = field(default_factory=lambda: MapCycleParameters([
         MapCycleEntry("short", "short", "", True, True, 4), MapCycleEntry("short", "short", "", False, True, 1)]))
 
