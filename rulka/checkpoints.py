@@ -29,10 +29,11 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import torch
@@ -230,25 +231,29 @@ def _write_arrays_dir(arrays: dict[str, Any], final_dir: Path) -> dict[str, dict
 
 
 def _write_array(path: Path, array: np.ndarray) -> tuple[str, int]:
-    """Write one ``.npy`` file and fsync it; its sha256 and size in bytes."""
-    with open(path, "wb") as f:
-        writer = _HashingWriter(f)
-        np.lib.format.write_array(writer, np.ascontiguousarray(array), allow_pickle=False)
-        f.flush()
-        os.fsync(f.fileno())
-    return writer.hash.hexdigest(), writer.size
+    """Write one ``.npy`` file and fsync it; its sha256 and size in bytes.
 
-
-class _HashingWriter:
-    """A write-only file wrapper that hashes what passes through it."""
-
-    def __init__(self, f: BinaryIO) -> None:
-        self.f, self.hash, self.size = f, hashlib.sha256(), 0
-
-    def write(self, data: bytes) -> int:
-        self.hash.update(data)
-        self.size += len(data)
-        return self.f.write(data)
+    The array's bytes are written straight from its buffer while another thread hashes them
+    (``hashlib`` releases the GIL), so the checksum costs little beyond the write itself.
+    """
+    array = np.ascontiguousarray(array)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
+    head = header.getvalue()
+    data = memoryview(array.reshape(-1).view(np.uint8))
+    digest = hashlib.sha256(head)
+    hasher = threading.Thread(target=digest.update, args=(data,))
+    hasher.start()
+    try:
+        with open(path, "wb") as f:
+            f.write(head)
+            for start in range(0, len(data), _CHUNK * 16):
+                f.write(data[start:start + _CHUNK * 16])
+            f.flush()
+            os.fsync(f.fileno())
+    finally:
+        hasher.join()
+    return digest.hexdigest(), len(head) + len(data)
 
 
 def _map_refs(value: Any, fn: Any) -> Any:
