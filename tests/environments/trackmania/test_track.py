@@ -99,7 +99,7 @@ def test_baseline_cli_gives_one_line_error_on_a_bad_line(tmp_path, capsys, case)
     ("procedural:x", r"the seed after ':' must be a whole number"),
     ("line.npy@abc", r"the road width after '@' must be a positive number of metres, got 'abc'"),
     ("line.npy@-3", r"the road width after '@' must be a positive number"),
-])
+], ids=["unknown_name", "bad_seed", "width_not_a_number", "negative_width"])
 def test_bad_track_names_are_refused(tmp_path, monkeypatch, capsys, name, pattern):
     """Unknown names, bad seeds and bad road widths: a clear error (still a KeyError for unknown names)."""
     monkeypatch.chdir(tmp_path)
