@@ -306,11 +306,15 @@ def _keep_previous(path: Path) -> None:
 def _remove_unreferenced_arrays(path: Path) -> None:
     """Delete arrays folders (and leftover temporary ones) that neither ``path`` nor its previous use."""
     keep = {_header_arrays_name(p) for p in (path, previous_path(path))}
+    tmp_prefixes = (f".{path.name}.", f".{previous_path(path).name}.")
     for candidate in path.parent.iterdir():
         name = candidate.name
-        stale_tmp = name.startswith(f".{path.name}.") and name.endswith(".tmp") and candidate.is_dir()
+        stale_tmp = name.startswith(tmp_prefixes) and name.endswith(".tmp")  # left by a killed writer
         if (name.startswith(f"{path.name}.arrays.") and name not in keep) or stale_tmp:
-            shutil.rmtree(candidate, ignore_errors=True)
+            if candidate.is_dir():
+                shutil.rmtree(candidate, ignore_errors=True)
+            else:
+                candidate.unlink(missing_ok=True)
 
 
 def _header_arrays_name(path: Path) -> str | None:

@@ -213,6 +213,22 @@ def test_crash_between_rotation_and_replace_keeps_a_loadable_checkpoint(tmp_path
     assert load_checkpoint(previous_path(path))["graph_manager"]["seed"] == 1
 
 
+def test_leftovers_of_a_killed_writer_are_removed_by_the_next_save(tmp_path):
+    """Temporary files and folders and an unreferenced arrays folder (a writer killed mid-way) are
+    deleted by the next successful save; the checkpoints themselves are untouched."""
+    path = tmp_path / checkpoints.LAST
+    save_atomic(make_state(1), path)
+    leftovers = [tmp_path / ".last.pt.abc123.tmp", tmp_path / ".last.prev.pt.1234.tmp"]
+    for file in leftovers:
+        file.write_bytes(b"partial")
+    (tmp_path / ".last.pt.arrays.0123456789ab.xyz.tmp").mkdir()
+    (tmp_path / "last.pt.arrays.deadbeef0000").mkdir()
+    save_atomic(make_state(2), path)
+    assert sorted(p.name for p in tmp_path.iterdir() if "arrays" not in p.name) == ["last.prev.pt", "last.pt"]
+    assert len(list(tmp_path.glob("*arrays*"))) == 2
+    assert load_checkpoint(previous_path(path))["graph_manager"]["seed"] == 1
+
+
 def test_damaged_newest_is_not_rotated_over_a_good_previous(tmp_path):
     """Saving over a damaged last.pt keeps the good last.prev.pt instead of replacing it with the damage."""
     path = tmp_path / checkpoints.LAST
