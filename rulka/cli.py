@@ -10,6 +10,7 @@ from typing import Sequence
 
 import yaml
 
+from rulka import checkpoints
 from rulka.collection.processes import CollectorFailure
 from rulka.config import ConfigError, apply_dict, apply_overrides, load_yaml_file
 from rulka.graph_manager import BasicRLGraphManager
@@ -80,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.evaluate:
             return evaluate(args)
         return train(args)
-    except (ConfigError, FileNotFoundError) as error:
+    except (ConfigError, FileNotFoundError, checkpoints.CheckpointError) as error:
         print(f"rulka: error: {error}", file=sys.stderr)
         return 2
     except CollectorFailure as error:
@@ -127,7 +128,7 @@ def load_run(run_dir: str | Path, device: str = "auto", yaml_files: Sequence[str
     info_path = run_dir / RUN_INFO
     if not info_path.is_file():
         raise ConfigError(f"{run_dir} is not a rulka run folder (no {RUN_INFO})")
-    if not (run_dir / "checkpoints" / "last.pt").is_file():
+    if not checkpoints.has_checkpoint(run_dir / "checkpoints" / checkpoints.LAST):
         raise ConfigError(f"{run_dir} has no checkpoint to resume from (checkpoints/last.pt)")
     info = load_yaml_file(info_path)
     graph_manager = load_graph_manager(preset or info["preset"])

@@ -222,12 +222,15 @@ def parse_override(text: str) -> dict[str, Any]:
 
 
 def apply_overrides(config: Any, yaml_files: list[str] = (), overrides: list[str] = ()) -> Any:
-    """Apply YAML files then ``-cp`` overrides, in order, to a copy of ``config``."""
+    """Apply YAML files then ``-cp`` overrides, in order, to a copy of ``config``; then check every
+    value's range (:func:`rulka.validation.validate_config`), the preset's own values included."""
+    from rulka.validation import validate_config  # rulka.validation imports this module
+
     for path in yaml_files:
         config = apply_dict(config, load_yaml_file(path))
     for text in overrides:
         config = apply_dict(config, parse_override(text))
-    return config
+    return validate_config(config)
 
 
 def config_to_dict(value: Any) -> Any:

@@ -14,9 +14,79 @@ from pathlib import Path
 import numpy as np
 
 from environments.trackmania.backend import SURFACE_ASPHALT, SURFACE_TURBO
+from rulka.config import ConfigError
 
 #: Default physical road width of a track built from a bare reference line, m.
 DEFAULT_NPY_ROAD_WIDTH_M = 20.0
+#: Fewest points of a reference line (twice the zone smoothing window of 2 x 5 points).
+MIN_REFERENCE_LINE_POINTS = 20
+#: Shortest reference line, m: below this the car crosses the finish within its first second.
+MIN_REFERENCE_LINE_LENGTH_M = 20.0
+#: Consecutive points closer than this are the same point repeated, m.
+REPEATED_POINT_TOLERANCE_M = 1e-6
+_LINE_HOWTO = ("a reference line is an (N, 3) array of x, y (up), z positions in metres from the start to the "
+               "finish, about 0.5 m apart (environments/trackmania/tmi/replay_to_line.py makes one from a replay)")
+
+
+class TrackFileError(ConfigError):
+    """A reference line (or track file) that cannot be raced; the message names the file and the fix."""
+
+
+def reference_line_problem(line: object) -> str | None:
+    """What is wrong with ``line`` as a reference line (None: nothing); the text says how to fix it."""
+    array = np.asarray(line) if not isinstance(line, np.ndarray) else line
+    if array.dtype.kind not in "iuf":
+        return f"holds {array.dtype} values, not numbers; {_LINE_HOWTO}"
+    if array.ndim != 2 or array.shape[1] != 3:
+        fix = _LINE_HOWTO
+        if array.ndim == 2 and array.shape[1] == 2:
+            fix = ("it has 2 columns: add the height (y, up) as the middle column, e.g. "
+                   "np.insert(line, 1, HEIGHT_M, axis=1), and save it again")
+        elif array.ndim == 2 and array.shape[0] == 3:
+            fix = "it looks transposed: save line.T"
+        return f"has shape {array.shape}, expected (N, 3): {fix}"
+    bad = ~np.isfinite(array).all(axis=1)
+    if bad.any():
+        rows = np.flatnonzero(bad)
+        return (f"{len(rows)} point(s) hold NaN or infinity (first at row {rows[0]}: {array[rows[0]].tolist()}); "
+                f"remove or interpolate them and save the line again")
+    if len(array) < MIN_REFERENCE_LINE_POINTS:
+        return f"has {len(array)} points, at least {MIN_REFERENCE_LINE_POINTS} are needed; {_LINE_HOWTO}"
+    steps = np.linalg.norm(np.diff(array.astype(np.float64), axis=0), axis=1)
+    repeated = np.flatnonzero(steps <= REPEATED_POINT_TOLERANCE_M)
+    if len(repeated):
+        return (f"{len(repeated)} point(s) repeat the point before them (first: rows {repeated[0]} and "
+                f"{repeated[0] + 1}); drop them, e.g. line = line[np.r_[True, np.linalg.norm(np.diff(line, axis=0), "
+                f"axis=1) > 0]], and save the line again")
+    length = float(steps.sum())
+    if length < MIN_REFERENCE_LINE_LENGTH_M:
+        return f"is {length:.1f} m long, at least {MIN_REFERENCE_LINE_LENGTH_M:g} m is needed; {_LINE_HOWTO}"
+    return None
+
+
+def validate_reference_line(line: object, source: str) -> np.ndarray:
+    """``line`` as an (N, 3) float64 array, or :class:`TrackFileError` naming ``source`` and the fix."""
+    problem = reference_line_problem(line)
+    if problem:
+        raise TrackFileError(f"{source}: reference line {problem}")
+    return np.asarray(line, dtype=np.float64)
+
+
+def load_reference_line(path: str | Path) -> np.ndarray:
+    """The validated (N, 3) reference line stored in the ``.npy`` file ``path``."""
+    path = Path(path)
+    if not path.is_file():
+        raise TrackFileError(f"{path}: reference line file not found; give the path of an (N, 3) .npy file")
+    try:
+        line = np.load(path, allow_pickle=False)
+    except ValueError as error:  # pickled objects, or not a .npy file at all
+        raise TrackFileError(f"{path}: not a reference line .npy file ({error}); {_LINE_HOWTO}, saved with "
+                             f"np.save") from None
+    except OSError as error:
+        raise TrackFileError(f"{path}: cannot read the reference line ({error})") from None
+    if not isinstance(line, np.ndarray):  # an .npz archive
+        raise TrackFileError(f"{path}: holds an archive of several arrays, not one reference line; {_LINE_HOWTO}")
+    return validate_reference_line(line, str(path))
 
 
 @dataclass(frozen=True)
@@ -57,10 +127,7 @@ class Track:
     map_path: str | None = None
 
     def __post_init__(self) -> None:
-        line = np.asarray(self.reference_line, dtype=np.float64)
-        if line.ndim != 2 or line.shape[1] != 3 or len(line) < 3:
-            raise ValueError(f"track {self.name!r}: reference line must be (N >= 3, 3), got {line.shape}")
-        self.reference_line = line
+        self.reference_line = validate_reference_line(self.reference_line, f"track {self.name!r}")
         for pad in self.turbo_pads:
             if pad.surface != SURFACE_TURBO:
                 raise ValueError(f"track {self.name!r}: a turbo pad must have surface SURFACE_TURBO")
@@ -128,7 +195,7 @@ def track_from_npy(
 ) -> Track:
     """A track from a reference-line ``.npy`` (N, 3) and a road width (m); optional evenly spaced checkpoints."""
     path = Path(path)
-    line = np.load(path, allow_pickle=False)
+    line = load_reference_line(path)
     track = Track(name=name or path.stem, reference_line=line, road_width=road_width)
     if n_checkpoints:
         track.checkpoint_s = [track.length_m * (k + 1) / (n_checkpoints + 1) for k in range(n_checkpoints)]

@@ -14,6 +14,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "rulka.cli", *args], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.reliability
 def test_wrong_preset_name_is_one_line_error_with_suggestion():
     """A typo in -p gives one line naming the closest preset, no traceback, exit code 2."""
     result = run_cli("-p", "cartpole_iqm")
@@ -22,6 +23,7 @@ def test_wrong_preset_name_is_one_line_error_with_suggestion():
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.reliability
 def test_bad_override_and_missing_file_are_refused_before_work(tmp_path):
     """-cp with a wrong type and a missing --config file are refused without creating a run folder."""
     bad = run_cli("-p", "cartpole_iqn", "-cp", "training.batch_size=abc", "--experiments-dir", str(tmp_path))
@@ -31,6 +33,7 @@ def test_bad_override_and_missing_file_are_refused_before_work(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.reliability
 def test_misspelled_yaml_key_is_refused(tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("trainig:\n  batch_size: 3\n")

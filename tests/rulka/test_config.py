@@ -6,12 +6,14 @@ from environments.trackmania.experiment_parameters import MapCycleEntry, TrackMa
 from rulka.parameters import ExperimentConfig
 
 
+@pytest.mark.reliability
 def test_misspelled_section_is_refused_with_suggestion():
     """A YAML section typo (trainig) names the key and the closest valid section."""
     with pytest.raises(ConfigError, match=r"unknown key 'trainig' in the top level; did you mean 'training'"):
         apply_dict(ExperimentConfig(), {"trainig": {"batch_size": 32}})
 
 
+@pytest.mark.reliability
 def test_misspelled_key_is_refused_with_path_and_suggestion(tmp_path):
     """A key typo inside a section (batch_sise) names the section path and suggests batch_size."""
     path = tmp_path / "bad.yaml"
@@ -20,12 +22,14 @@ def test_misspelled_key_is_refused_with_path_and_suggestion(tmp_path):
         apply_overrides(ExperimentConfig(), [str(path)])
 
 
+@pytest.mark.reliability
 def test_override_with_wrong_type_names_expected_type():
     """-cp training.batch_size=abc is refused with the expected type."""
     with pytest.raises(ConfigError, match=r"training.batch_size: expected int, got str 'abc'"):
         apply_overrides(ExperimentConfig(), overrides=["training.batch_size=abc"])
 
 
+@pytest.mark.reliability
 def test_invalid_schedule_in_yaml_names_the_key():
     """A schedule not starting at 0 is refused at load time with its key path."""
     with pytest.raises(ConfigError, match=r"training.lr_schedule: invalid schedule: .*start at step 0"):
@@ -44,6 +48,7 @@ def test_yaml_values_load_into_typed_fields_and_keep_interpolation():
     assert config.map_cycle.entries == [MapCycleEntry(short_name="A01", repeat=4)]
 
 
+@pytest.mark.reliability
 def test_bool_is_not_accepted_for_int_and_int_is_accepted_for_float():
     """Type checks are strict where YAML is ambiguous (true is not 1) and lenient where harmless."""
     with pytest.raises(ConfigError, match="expected int"):

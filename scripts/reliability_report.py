@@ -1,0 +1,183 @@
+"""Write docs/reliability.md from the test suite's own results: each fault and bad input tried,
+how many times, and what happened.
+
+    python scripts/reliability_report.py                 # runs the tests, writes docs/reliability.md
+    python scripts/reliability_report.py --out FILE.md -- -k checkpoint   # extra pytest arguments after --
+
+It runs every test marked ``reliability`` (``@pytest.mark.reliability`` on a test, or
+``pytestmark = pytest.mark.reliability`` in a module; the marker is registered in setup.cfg) and
+writes one row per test function:
+
+* the fault or bad input and the expected outcome: the test's docstring;
+* the cases: the parametrize ids (one case per id);
+* the tries: 1 per case, unless the test records more with ``record_property("tries", n)`` (e.g. a
+  test that kills and resumes a run 20 times records 20);
+* the result: passed / failed / skipped counts, straight from pytest's reports.
+
+To add a fault test, mark it ``reliability`` and give it a docstring that says what is done to the
+program and what must happen; the next run of this script lists it. The exit status is pytest's
+(non-zero when a test fails); the document is written either way and shows the failures.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MARKER = "reliability"
+COMMAND = "python scripts/reliability_report.py"
+
+
+@dataclass
+class Row:
+    """The results of one test function over its parametrized cases."""
+
+    module: str
+    name: str
+    doc: str
+    cases: list[str] = field(default_factory=list)
+    outcomes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    tries: int = 0
+    seconds: float = 0.0
+    failures: list[str] = field(default_factory=list)
+
+
+class Collector:
+    """A pytest plugin that keeps each reliability test's docstring, cases, tries and outcome."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str], Row] = {}
+        self.items: dict[str, tuple[str, str, str, str]] = {}
+        self.exit_status = 0
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            function = getattr(item, "function", None)
+            doc = " ".join((getattr(function, "__doc__", None) or "(no docstring)").split())
+            callspec = getattr(item, "callspec", None)
+            module = item.nodeid.split("::")[0]
+            name = getattr(item, "originalname", item.name)
+            self.items[item.nodeid] = (module, name, doc, callspec.id if callspec else "")
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.nodeid not in self.items:
+            return
+        if report.when != "call" and not (report.failed or report.skipped):
+            return
+        module, name, doc, case = self.items[report.nodeid]
+        row = self.rows.setdefault((module, name), Row(module, name, doc))
+        outcome = "skipped" if report.skipped else "failed" if report.failed else "passed"
+        row.outcomes[outcome] += 1
+        if case:
+            row.cases.append(case)
+        tries = [int(v) for k, v in report.user_properties if k == "tries"]
+        row.tries += sum(tries) if tries else (0 if report.skipped else 1)
+        row.seconds += report.duration
+        if report.failed:
+            row.failures.append(f"{case or name} ({report.when}): {_first_line(report.longreprtext)}")
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.exit_status = int(exitstatus)
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip().startswith("E ")]
+    return (lines[0][1:].strip() if lines else text.strip().splitlines()[-1] if text.strip() else "")[:200]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _result(row: Row) -> str:
+    parts = [f"{n} {k}" for k, n in sorted(row.outcomes.items(), key=lambda kv: ("passed", "failed", "skipped").index(kv[0]))]
+    return ", ".join(parts)
+
+
+def render(rows: list[Row], extra_args: list[str]) -> str:
+    """The markdown document for ``rows``."""
+    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = " (with uncommitted changes)" if _git("status", "--porcelain", "--untracked-files=no") else ""
+    totals: dict[str, int] = defaultdict(int)
+    for row in rows:
+        for k, n in row.outcomes.items():
+            totals[k] += n
+    n_cases = sum(totals.values())
+    n_tries = sum(r.tries for r in rows)
+    command = COMMAND + (" -- " + " ".join(extra_args) if extra_args else "")
+    lines = [
+        "# Reliability: faults and bad input tried by the test suite",
+        "",
+        f"Written by `{command}` on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC at commit "
+        f"`{commit}`{dirty} (Python {platform.python_version()}, {platform.system()}). Do not edit by hand: "
+        "run the command again.",
+        "",
+        "Every test marked `reliability` does something harmful to the program on purpose (a damaged "
+        "file, a full disk, an out-of-range parameter, NaN data, a killed process) and checks what must "
+        "happen. Each row is one test function: its docstring says what is tried and what must happen; "
+        "*cases* are its parametrized variants; *tries* counts the attempts (1 per case unless the test "
+        "records more, e.g. repeated kill-and-resume cycles); *result* is pytest's outcome per case.",
+        "",
+        f"**Totals: {len(rows)} tests, {n_cases} cases, {n_tries} tries: {totals['passed']} passed, "
+        f"{totals['failed']} failed, {totals['skipped']} skipped.**",
+        "",
+    ]
+    by_module: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        by_module[row.module].append(row)
+    for module in sorted(by_module):
+        lines += [f"## `{module}`", "", "| What is tried, and what must happen | Cases | Tries | Result |",
+                  "|---|---|---:|---|"]
+        for row in by_module[module]:
+            cases = ", ".join(f"`{c}`" for c in row.cases) if row.cases else "1"
+            lines.append(f"| **{row.name}**: {_cell(row.doc)} | {_cell(cases)} | {row.tries} | {_result(row)} |")
+        lines.append("")
+        failures = [f for row in by_module[module] for f in row.failures]
+        if failures:
+            lines += ["Failures:", ""] + [f"- {_cell(f)}" for f in failures] + [""]
+    return "\n".join(lines)
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "docs" / "reliability.md"), help="markdown file to write")
+    args = parser.parse_args(own)
+    os.chdir(ROOT)
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    collector = Collector()
+    paths_given = any(Path(a.split("::")[0]).exists() for a in extra if not a.startswith("-"))
+    pytest.main(["-m", MARKER, "-q", "-p", "no:cacheprovider", *extra, *([] if paths_given else ["tests"])],
+                plugins=[collector])
+    rows = sorted(collector.rows.values(), key=lambda r: (r.module, r.name))
+    if not rows:
+        print("reliability_report: no test marked 'reliability' ran; nothing written", file=sys.stderr)
+        return collector.exit_status or 5
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(rows, extra) + "\n", encoding="utf-8")
+    print(f"reliability_report: wrote {out} ({len(rows)} tests)")
+    return collector.exit_status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Range checks of the configuration at load time, and the finite-data check of environment steps."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from rulka.cli import main
+from rulka.config import ConfigError, apply_overrides
+from rulka.parameters import ExperimentConfig, TrainingParameters
+from rulka.presets import available_presets, load_graph_manager
+from rulka.schedules import Schedule
+from rulka.validation import (NonFiniteDataError, check_finite_step, config_problems, unchecked_fields,
+                              validate_config)
+
+pytestmark = pytest.mark.reliability
+
+BAD_OVERRIDES = [
+    ("training.batch_size=-5", "training.batch_size: must be a positive int, got -5"),
+    ("training.batch_size=0", "training.batch_size: must be a positive int, got 0"),
+    ("neural_network.iqn_n=7", "neural_network.iqn_n: must be a positive even int, got 7"),
+    ("neural_network.iqn_k=0", "neural_network.iqn_k: must be a positive even int, got 0"),
+    ("neural_network.soft_update_tau=0", "neural_network.soft_update_tau: must be a number in (0, 1], got 0.0"),
+    ("neural_network.iqn_kappa=-1", "neural_network.iqn_kappa: must be a positive number, got -1.0"),
+    ("neural_network.vector_embedder_hidden_sizes=[64, -1]",
+     "neural_network.vector_embedder_hidden_sizes[1]: must be a positive int, got -1"),
+    ("training.adam_beta1=1.0", "training.adam_beta1: must be a number in [0, 1), got 1.0"),
+    ("training.n_steps=0", "training.n_steps: must be a positive int, got 0"),
+    ("training.lr_schedule={points: [[0, 0.001], [10, -0.001]], interpolation: linear}",
+     "training.lr_schedule.points[1]: must be a positive number, got -0.001"),
+    ("training.gamma_schedule=[[0, 0.99], [100, 1.5]]",
+     "training.gamma_schedule.points[1]: must be a number in [0, 1], got 1.5"),
+    ("training.evaluate_every_n_env_steps=-1", "training.evaluate_every_n_env_steps: must be an int >= 0, got -1"),
+    ("training.global_schedule_speed=.nan", "training.global_schedule_speed: must be a positive number, got nan"),
+    ("memory.prio_beta=2", "memory.prio_beta: must be a number in [0, 1], got 2.0"),
+    ("memory.buffer_test_ratio=1", "memory.buffer_test_ratio: must be a number in [0, 1), got 1.0"),
+    ("memory.memory_size_schedule=[[0, [1000, 2000]]]",
+     "memory.memory_size_schedule.points[0]: must be a pair (capacity, start_learning_size) of positive ints "
+     "with start <= capacity, got (1000, 2000)"),
+    ("exploration.epsilon_schedule=[[0, 1.5]]", "exploration.epsilon_schedule.points[0]: must be a number in [0, 1], got 1.5"),
+    ("exploration.evaluation_epsilon=-0.1", "exploration.evaluation_epsilon: must be a number in [0, 1], got -0.1"),
+    ("rewards.reward_clip=0", "rewards.reward_clip: must be None or a positive number, got 0.0"),
+    ("performance.torch_num_threads=-2", "performance.torch_num_threads: must be an int >= 0, got -2"),
+    ("environment.max_episode_steps=0", "environment.max_episode_steps: must be None or a positive int, got 0"),
+    ("environment.level=''", "environment.level: must be a non-empty string, got ''"),
+]
+
+
+@pytest.mark.parametrize("override, message", BAD_OVERRIDES, ids=[o for o, _ in BAD_OVERRIDES])
+def test_out_of_range_override_is_refused_with_the_key_path(override, message):
+    """A -cp override out of range is refused at load time with the key's path, the rule and the value."""
+    with pytest.raises(ConfigError) as caught:
+        apply_overrides(ExperimentConfig(), overrides=[override])
+    assert message in str(caught.value)
+
+
+def test_yaml_file_out_of_range_is_refused(tmp_path):
+    """Values from a --config YAML file are checked like -cp overrides; every problem is listed."""
+    path = tmp_path / "bad.yaml"
+    path.write_text("training:\n  batch_size: -5\nneural_network:\n  iqn_n: 7\n")
+    with pytest.raises(ConfigError, match=r"\(2 problems\)") as caught:
+        apply_overrides(ExperimentConfig(), [str(path)])
+    assert "training.batch_size: must be a positive int, got -5" in str(caught.value)
+    assert "neural_network.iqn_n: must be a positive even int, got 7" in str(caught.value)
+
+
+def test_preset_built_in_python_is_validated():
+    """A preset's own out-of-range values (no YAML, no override) are refused by the same pass."""
+    config = ExperimentConfig(training=TrainingParameters(batch_size=-5, gamma_schedule=Schedule([(0, 2.0)])))
+    problems = config_problems(config)
+    assert problems == ["training.batch_size: must be a positive int, got -5",
+                        "training.gamma_schedule.points[0]: must be a number in [0, 1], got 2.0"]
+    with pytest.raises(ConfigError):
+        apply_overrides(config)
+    config.training.batch_size = 64.0  # a float where an int is meant
+    assert "training.batch_size: must be a positive int, got 64.0" in config_problems(config)[0]
+
+
+def test_capacity_must_exceed_the_n_step_window():
+    """A replay capacity that cannot hold one n-step window is refused naming both keys."""
+    with pytest.raises(ConfigError, match=r"memory.memory_size_schedule.points\[0\]: capacity 4 must exceed "
+                                          r"training.n_steps \+ 1 = 4"):
+        apply_overrides(ExperimentConfig(), overrides=["training.n_steps=3", "memory.memory_size_schedule=[[0, [4, 4]]]"])
+
+
+@pytest.mark.parametrize("name", available_presets())
+def test_every_preset_is_valid_and_every_field_has_a_rule(name):
+    """Each built-in preset passes its range checks, and no parameter of it is left without a rule."""
+    config = load_graph_manager(name).config
+    assert config_problems(config) == []
+    assert unchecked_fields(config) == []
+
+
+def test_every_field_of_the_base_config_has_a_rule():
+    """The base ExperimentConfig (and TrackMania's) has a rule for every field: a new parameter
+    without a range check fails this test."""
+    from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
+
+    assert unchecked_fields(ExperimentConfig()) == []
+    assert unchecked_fields(TrackManiaExperimentConfig()) == []
+
+
+def test_cli_refuses_a_bad_value_before_any_work(tmp_path, capsys):
+    """rulka -p cartpole_iqn -cp training.batch_size=-5: one error line naming the key, exit 2, no run folder."""
+    code = main(["-p", "cartpole_iqn", "-cp", "training.batch_size=-5", "--experiments-dir", str(tmp_path / "runs"),
+                 "--no-progress"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "training.batch_size: must be a positive int, got -5" in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_validate_config_returns_a_valid_config_unchanged():
+    """A valid configuration passes through validate_config untouched."""
+    config = ExperimentConfig()
+    assert validate_config(config) is config
+    assert dataclasses.asdict(config) == dataclasses.asdict(ExperimentConfig())
+
+
+BAD_STEPS = [
+    ({"float": np.array([0.0, np.nan, 1.0], dtype=np.float32)}, 0.0, "observation 'float' holds 1 NaN/inf value(s) (first at index (1,))"),
+    ({"float": np.array([[np.inf, 0.0]])}, 0.0, "observation 'float' holds 1 NaN/inf"),
+    ({"frame": np.zeros((1, 4, 4), np.uint8), "float": np.zeros(3, np.float32)}, math.nan, "reward is nan"),
+    ({"float": np.zeros(3, np.float32)}, -math.inf, "reward is -inf"),
+    (np.array([1.0, np.nan]), 1.0, "observation 'observation' holds 1 NaN/inf"),
+]
+
+
+@pytest.mark.parametrize("observation, reward, message", BAD_STEPS, ids=["nan_float", "inf_2d", "nan_reward",
+                                                                         "inf_reward", "bare_array"])
+def test_non_finite_observation_or_reward_is_refused_with_env_and_step(observation, reward, message):
+    """A NaN or infinite observation value or reward raises an error naming the environment, the step and the key."""
+    with pytest.raises(NonFiniteDataError) as caught:
+        check_finite_step(observation, reward, "TrackMania(short)", 1234)
+    assert "environment TrackMania(short) at step 1234" in str(caught.value) and message in str(caught.value)
+
+
+def test_finite_step_passes():
+    """Finite floats, integer frames and a finite reward pass (numpy scalars too)."""
+    check_finite_step({"frame": np.full((1, 4, 4), 255, np.uint8), "float": np.ones(5)}, np.float32(-0.5), "env", 0)
