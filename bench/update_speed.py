@@ -92,8 +92,8 @@ def bare_rate(agent: IQNAgent, seconds: float) -> float:
     """The same maths without the framework: tensors sampled with torch.randint, loss, clip, step."""
     p, t = agent.config.neural_network, agent.config.training
     online, target, optimizer = agent.online_network, agent.target_network, agent.optimizer
-    storage = agent.memory.storage
-    n = storage.size
+    storage = getattr(agent.memory, "storage", agent.memory)  # (or a memory of the pre-composition code)
+    n = storage.size if hasattr(storage, "cursor") else storage._size
     states = {k: torch.from_numpy(v[:n].copy()) for k, v in storage.states.items()}
     next_states = {k: torch.from_numpy(np.roll(v[:n], -1, axis=0)) for k, v in storage.states.items()}
     actions = torch.from_numpy(storage.actions[:n].copy())

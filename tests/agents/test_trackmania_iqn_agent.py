@@ -149,3 +149,21 @@ def test_linesight_loss_scaling_and_sum_by_hand():
     agent.scale_loss(torch.tensor([1.0, 1.0]), targets, taus, update_statistics=False)  # a test batch
     assert agent.typical_self_loss == pytest.approx(typical)
     assert agent.reduce_loss(torch.tensor([1.0, 2.0, 3.0])).item() == 6.0
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/statm"), reason="reads /proc (Linux)")
+def test_building_the_agent_does_not_touch_the_replay_arrays():
+    """Collectors build the same agent only to act: at the uni preset's size (50,000 slots of
+    120 x 160 frames, ~1 GB of replay) construction must not write the memory's pages. Resident
+    memory grows by far less than the replay's size."""
+    def resident_bytes() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096
+
+    config = apply_overrides(load_graph_manager("trackmania_iqn_uni").config, overrides=["environment.backend=sim"])
+    env = TrackManiaEnv(config.environment)
+    before = resident_bytes()
+    agent = TrackManiaIQNAgent(config, env.observation_space, env.action_space, "cpu", seed=0)
+    grown = resident_bytes() - before
+    assert agent.memory.nbytes() > 900e6
+    assert grown < 0.25 * agent.memory.nbytes()
