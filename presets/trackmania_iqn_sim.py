@@ -23,9 +23,10 @@ config = TrackManiaExperimentConfig(
         # floats (reference line ahead, speeds) carry most of what the simulator's driving needs.
         H_downsized=48, W_downsized=64,
         # The guide's remedy for slow learning: potential-based shaping towards the reference line
-        # (-0.1 x clip(distance to the current point, 2, 25) m). Without it a 30-minute CPU run
-        # learned to race off the road and stalled in the third turn (measured: greedy runs
-        # stuck at 65 % of the track after 22 minutes).
+        # (-0.1 x clip(distance to the current point, 2, 25) m), added by the replay memory when it
+        # assembles a batch (gamma * phi(s') - phi(s), dropped at the mini-race end), as Linesight.
+        # Without shaping a 30-minute CPU run learned to race off the road and stalled in the
+        # third turn (measured: greedy runs stuck at 65 % of the track after 22 minutes).
         shaped_reward_dist_to_cur_vcp=-0.1,
     ),
     neural_network=TrackManiaNeuralNetworkParameters(

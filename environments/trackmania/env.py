@@ -120,10 +120,12 @@ class TrackManiaEnv(gym.Env):
         if self.tracker.furthest > furthest_before:
             self._last_new_zone_ms = state.race_time_ms
         progress = self.zones.progress_m(zone, state.position)
-        reward = self.reward_fn(progress - self._progress, self._distance_to_current_point(state.position))
+        reward = self.reward_fn(progress - self._progress)
         self._progress = progress
         self._furthest_progress = max(self._furthest_progress, progress)
         end = self.end_rules(state.finished, state.race_time_ms, self._last_new_zone_ms)
+        end = self.end_rules.explain_unfinished(end, self._furthest_progress >= self.zones.finish_progress_m,
+                                                len(state.checkpoint_times_ms), len(self.track.checkpoint_s))
         self.state = state
         self._steps += 1
         if end.truncated:
@@ -217,4 +219,6 @@ class TrackManiaEnv(gym.Env):
             "checkpoint_times_ms": list(state.checkpoint_times_ms),
             "steps": self._steps,
             "discarded": False,
+            # the reward is never shaped; the memory shapes with this potential (read from the floats)
+            "shaping_potential": self.reward_fn.potential(self._distance_to_current_point(state.position)),
         }
