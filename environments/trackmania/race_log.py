@@ -44,6 +44,7 @@ class RaceLog:
         self.ms_per_action = ms_per_action
         self.races: list[RaceResult] = []
         self.best_race_time_s: dict[str, float] = {}
+        self.end_reasons: dict[tuple[str, str], int] = {}
 
     def record(self, episode: EpisodeRecord, env_steps: int, wall_time_s: float) -> RaceResult:
         info = episode.final_info
@@ -60,6 +61,9 @@ class RaceLog:
                   f"{group}/progress": race.progress_fraction, f"{group}/return": race.episode_return}
         if race.finished:
             values[f"{group}/race_time_s"] = race.race_time_s
+        reason = race.end_reason or ("finished" if race.finished else "unknown")
+        count = self.end_reasons[(race.map_name, reason)] = self.end_reasons.get((race.map_name, reason), 0) + 1
+        values[f"Race_end/{race.map_name}/{reason}"] = count  # races so far that ended this way
         best = self.best_race_time_s.get(race.map_name)
         if race.finished and (best is None or race.race_time_s < best):
             self.best_race_time_s[race.map_name] = race.race_time_s
