@@ -105,7 +105,7 @@ def train(args: argparse.Namespace) -> int:
     graph_manager.preflight()
     name = args.experiment_name or f"{Path(args.preset).stem}_{dt.datetime.now():%Y%m%d-%H%M%S}"
     run_dir = Path(args.experiments_dir) / name
-    if (run_dir / "checkpoints").exists():
+    if checkpoints.has_checkpoint(run_dir / "checkpoints" / checkpoints.LAST):  # killed before one: start again
         raise ConfigError(f"run folder {run_dir} already holds a run; continue it with --resume {run_dir} or pick another -e")
     run_dir.mkdir(parents=True, exist_ok=True)
     preset = args.preset if not args.preset.endswith(".py") else str(Path(args.preset).resolve())
