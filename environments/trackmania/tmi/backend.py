@@ -7,12 +7,19 @@ Wiring in a backend factory is one line::
 
 ``start_race(track, seed)`` takes the map to load from ``track``: a path string (``str`` or
 ``os.PathLike``) or an object with a ``tmi_map_path`` / ``map_path`` / ``gbx_path`` attribute; the
-game is deterministic, so ``seed`` is ignored.
+game is deterministic, so ``seed`` is ignored. One backend drives one game instance and serves every
+map of a cycle: a track whose map differs from the one loaded is loaded on the same instance.
 
 Through the environment (the registry calls :func:`make_tmi_backend`)::
 
     env = TrackManiaEnv(params, track=track_from_map(map_path, line_npy, road_width), backend="tmi",
-                        backend_options={"instance_index": 0, "running_speed": 10})
+                        backend_options={"port": 8478, "running_speed": 10})
+
+Backend options (:func:`make_tmi_backend`): ``instance_index`` or ``port`` (the plugin's port,
+default ``TMI_BASE_PORT + instance_index``), ``running_speed`` (game speed while driving; above
+100 a warning says why), ``start_timeout_s`` (menus, map load and countdown; default 600 s or
+``TMI_START_TIMEOUT_S``), ``settings``/``env_file``/``launcher``, ``manager_options`` (any
+:class:`ManagerConfig` field).
 """
 from __future__ import annotations
 
@@ -24,7 +31,13 @@ from typing import Any
 import numpy as np
 
 from ..backend import CarState, InputState, TrackManiaBackend
-from .game_instance_manager import GameInstanceManager, ManagerConfig, RolloutDiscarded, StepResult
+from .game_instance_manager import (
+    DEFAULT_START_TIMEOUT_S,
+    GameInstanceManager,
+    ManagerConfig,
+    RolloutDiscarded,
+    StepResult,
+)
 from .launcher import Launcher
 from .protocol import TMInterfaceError
 from .settings import TMISettings, load_settings
@@ -63,6 +76,7 @@ class TMIBackend(TrackManiaBackend):
         running_speed: game speed while driving (1 = real time).
         config: full manager settings; overrides the three arguments above when given.
         manager: an existing manager (tests); everything else is then ignored.
+        port: the plugin's port; default ``settings.base_port + instance_index``.
     """
 
     def __init__(
@@ -77,13 +91,19 @@ class TMIBackend(TrackManiaBackend):
         running_speed: float = 1.0,
         config: ManagerConfig | None = None,
         manager: GameInstanceManager | None = None,
+        port: int | None = None,
     ) -> None:
         if manager is None:
             settings = settings if settings is not None else load_settings(env_file)
-            config = config or ManagerConfig(
-                frame_height=frame_height, frame_width=frame_width, running_speed=running_speed
+            if config is None:
+                start = settings.start_timeout_s or DEFAULT_START_TIMEOUT_S  # TMI_START_TIMEOUT_S
+                config = ManagerConfig(
+                    frame_height=frame_height, frame_width=frame_width, running_speed=running_speed,
+                    start_timeout_s=start, connect_timeout_s=start,
+                )
+            manager = GameInstanceManager(
+                instance_index, settings=settings, config=config, launcher=launcher, port=port
             )
-            manager = GameInstanceManager(instance_index, settings=settings, config=config, launcher=launcher)
         self.manager = manager
         self._gear_change_counter = 0.0
 
@@ -129,6 +149,16 @@ class TMIBackend(TrackManiaBackend):
         """End the race before the finish (a cut-off); the game waits for the next start_race."""
         self.manager.end_race()
 
+    def race_inputs_text(self) -> str:
+        """The game's own record of the inputs of the last race, in TMInterface script format.
+
+        Read it after the finish (before the next ``start_race``) to save a run that replays as the
+        game played it; :mod:`.inputs_export` rebuilds one from the actions instead.
+        """
+        if self.manager.client is None:
+            raise RuntimeError("no game connected: race_inputs_text() needs a race started with start_race()")
+        return self.manager.client.get_inputs()
+
     def close(self) -> None:
         """Disconnect and stop the game instance this backend launched."""
         self.manager.close()
@@ -155,20 +185,32 @@ def make_tmi_backend(
     params: Any,
     *,
     instance_index: int = 0,
+    port: int | None = None,
     settings: TMISettings | None = None,
     env_file: str | Path | None = ".env",
     launcher: Launcher | None = None,
     running_speed: float = 1.0,
+    start_timeout_s: float | None = None,
     manager_options: dict[str, Any] | None = None,
 ) -> TMIBackend:
     """The ``tmi`` backend factory of the registry: ``make_backend("tmi", params, **options)``.
 
-    Frame size, timeouts, reboot interval and camera come from ``params``; ``manager_options``
-    overrides any :class:`ManagerConfig` field (e.g. short ``start_timeout_s`` in tests);
-    ``settings``/``launcher`` may be injected (tests), else they come from ``env_file``.
+    Frame size, timeouts, reboot interval and camera come from ``params``. ``port`` (default
+    ``TMI_BASE_PORT + instance_index``) picks the game instance; ``running_speed`` is the game speed
+    while driving; ``start_timeout_s`` bounds menus, map load and countdown (and the plugin's
+    accepting after a launch): this argument, else ``TMI_START_TIMEOUT_S``, else 600 s.
+    ``manager_options`` overrides any :class:`ManagerConfig` field; ``settings``/``launcher`` may be
+    injected (tests), else they come from ``env_file``.
     """
-    config = manager_config_from_parameters(params, running_speed, **(manager_options or {}))
-    return TMIBackend(instance_index, settings=settings, env_file=env_file, launcher=launcher, config=config)
+    settings = settings if settings is not None else load_settings(env_file)
+    if start_timeout_s is None:
+        start_timeout_s = settings.start_timeout_s if settings.start_timeout_s is not None else DEFAULT_START_TIMEOUT_S
+    if not float(start_timeout_s) > 0:
+        raise ValueError(f"start_timeout_s must be > 0 seconds, got {start_timeout_s}")
+    options = {"start_timeout_s": float(start_timeout_s), "connect_timeout_s": float(start_timeout_s)}
+    options.update(manager_options or {})
+    config = manager_config_from_parameters(params, running_speed, **options)
+    return TMIBackend(instance_index, settings=settings, launcher=launcher, config=config, port=port)
 
 
 __all__ = [

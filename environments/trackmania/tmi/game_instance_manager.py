@@ -10,12 +10,21 @@ The cycle (``shared/reference/tmi_protocol.md``, "One rollout"):
    request a frame, echo; on the frame (id 4) return ``(state, frame)`` *without echoing*: the game
    stays frozen while the agent thinks. :meth:`GameInstanceManager.step` sets the inputs, sets
    speed back to ``running_speed`` and echoes the frame.
-4. Finish (checkpoint count current == target): record the state, prevent the end screen, and
-   leave the game blocked in that message until the next race.
+4. Finish (checkpoint count current == target): record the state, then undo the finish as Linesight
+   does: rewind to that state with the last checkpoint time marked as not reached (-1), so the game
+   never ends the race; ``PreventSimulationFinish`` is only the fallback when the state has no
+   checkpoint times (TMInterface documents it for simulation contexts, not for a normal race). Leave
+   the game blocked in that message until the next race.
 5. Cut-offs are the environment's decision; :meth:`end_race` leaves the game blocked between races.
 6. A socket timeout means the game hung: the rollout is discarded (:class:`RolloutDiscarded`) and
    the instance is killed and relaunched; a dropped connection is re-established (or relaunched).
 7. The instance is relaunched every ``game_reboot_interval_s`` between races.
+8. After each launch, as Linesight does: close the console that TMInterface opens (``toggle_console``)
+   on the first connection, and show and focus the game window once, at the first race (Linesight
+   documents that an instance that was never focused does not run properly under Linux).
+
+Inputs are sent at every action, even when they equal the previous action's (Linesight removed the
+"send only on change" shortcut because inputs were sometimes not applied).
 
 Timing, as in Linesight: the state is read inside the RUN_STEP at race time t, but the game finishes
 that 10 ms tick before it freezes, so the frame shows t + 10 ms and the action chosen applies from
@@ -26,6 +35,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -41,9 +51,37 @@ from .protocol import (
     TMInterfaceProtocolError,
     TMInterfaceTimeout,
 )
+from .replays import hide_personal_record_replays
 from .settings import TMISettings
+from .state import check_wheel_order, with_finish_unreached
 
 log = logging.getLogger(__name__)
+
+#: Game speeds above this may skip inputs: TMInterface's documentation of ``set_speed``
+#: (donadigo/TMInterfaceClientPython, ``tminterface/interface.py``) says that high factors
+#: "(such as >100) could cause the game to skip running some subsystems such as the input subsystem".
+SAFE_INPUT_SPEED = 100.0
+
+#: Default of :attr:`ManagerConfig.start_timeout_s`: a first start under Wine (prefix set-up, shader
+#: caches, TMLoader update check) can take minutes.
+DEFAULT_START_TIMEOUT_S = 600.0
+
+#: Console command of rulka_link.as that shows and focuses the game window.
+FOCUS_WINDOW_COMMAND = "rulka_focus_window"
+
+
+def check_running_speed(speed: float) -> float:
+    """Validate ``running_speed``; warn above :data:`SAFE_INPUT_SPEED`. Returns it as a float."""
+    speed = float(speed)
+    if not math.isfinite(speed) or speed <= 0:
+        raise ValueError(f"running_speed must be a finite number > 0 (1 = real time), got {speed}")
+    if speed > SAFE_INPUT_SPEED:
+        log.warning(
+            "running_speed %g is above %g: TMInterface documents that the game may then skip its input "
+            "subsystem, so some actions may not be applied (Linesight trains at 80). Lower "
+            "performance.running_speed if races look erratic.", speed, SAFE_INPUT_SPEED,
+        )
+    return speed
 
 #: Console settings sent on every connection (besides countdown_speed and autologin).
 CONSOLE_SETTINGS = (
@@ -76,8 +114,8 @@ class ManagerConfig:
     frame_height: int = 120
     timeout_during_run_ms: int = 30_000  # plugin waits this long for an echo while racing; also our read timeout
     timeout_between_runs_ms: int = 600_000  # plugin waits this long while blocked between races
-    start_timeout_s: float = 120.0  # launch, map load and countdown must fit in this
-    connect_timeout_s: float = 120.0  # after a launch, the plugin must accept within this
+    start_timeout_s: float = DEFAULT_START_TIMEOUT_S  # menus, map load and countdown must fit in this
+    connect_timeout_s: float = DEFAULT_START_TIMEOUT_S  # after a launch, the plugin must accept within this
     reconnect_timeout_s: float = 5.0  # after a dropped connection, try this long before relaunching
     game_reboot_interval_s: float = 12 * 3600.0
     max_start_attempts: int = 2  # start_race recovers and retries this many times in all
@@ -111,6 +149,7 @@ class GameInstanceManager:
         config: timings and display settings.
         launcher: ``launcher(port) -> GameProcess``; defaults to TMLoader (Windows) / the Wine
             script (Linux) from ``settings``.
+        port: the plugin's port; default ``settings.base_port + instance_index``.
     """
 
     def __init__(
@@ -120,11 +159,15 @@ class GameInstanceManager:
         settings: TMISettings | None = None,
         config: ManagerConfig | None = None,
         launcher: Launcher | None = None,
+        port: int | None = None,
     ) -> None:
         self.settings = settings or TMISettings()
         self.config = config or ManagerConfig()
+        self.config.running_speed = check_running_speed(self.config.running_speed)
         self.instance_index = instance_index
-        self.port = self.settings.port(instance_index)
+        if port is not None and not 1 <= int(port) <= 65535:
+            raise ValueError(f"port must be in 1..65535, got {port}")
+        self.port = int(port) if port is not None else self.settings.port(instance_index)
         self._launcher = launcher
         self.process: GameProcess | None = None
         self.launched_at = 0.0
@@ -137,8 +180,10 @@ class GameInstanceManager:
         self.last_action_time_ms = 0
         self.last_frame = np.zeros((self.config.frame_height, self.config.frame_width), dtype=np.uint8)
         self.checkpoint_times_ms: list[int] = []
-        self._last_inputs: tuple[bool, bool, bool, bool] | None = None
         self._ui_hidden = False
+        self._console_closed = True  # set False by each launch: TMInterface opens its console on start
+        self._window_focused = True  # likewise: focus once per launch
+        self._wheels_checked = False
 
     # ------------------------------------------------------------------ lifecycle
     def _launch(self) -> None:
@@ -151,6 +196,9 @@ class GameInstanceManager:
         self.launch_count += 1
         self.loaded_map = None
         self._ui_hidden = False
+        self._console_closed = False
+        self._window_focused = False
+        self._wheels_checked = False
 
     def _kill(self) -> None:
         self._drop_client()
@@ -168,7 +216,6 @@ class GameInstanceManager:
         self.client = None
         self.pending = None
         self.race_active = False
-        self._last_inputs = None
 
     def _connect(self, timeout_s: float) -> None:
         self.client = TMIClient.connect(
@@ -233,6 +280,9 @@ class GameInstanceManager:
         c.set_speed(1.0)
         c.set_on_step_period(cfg.ms_per_action)
         c.set_plugin_timeout(cfg.timeout_during_run_ms)
+        if not self._console_closed:  # the game was (re)launched: TMInterface's console is open
+            c.execute_command("toggle_console")
+            self._console_closed = True
         c.execute_command(f"set countdown_speed {cfg.running_speed:g}")
         if self.settings.account_name:
             c.execute_command(f"set autologin {self.settings.account_name}")
@@ -244,6 +294,8 @@ class GameInstanceManager:
 
     def _load_map(self, map_path: str) -> None:
         assert self.client is not None
+        if self.settings.user_data_path:  # hide the personal-record ghost, as Linesight does
+            hide_personal_record_replays(self.settings.user_data_path, map_path)
         path = map_path.replace("/", "\\") if sys.platform.startswith("win") else map_path
         self.client.execute_command(f'map "{path}"' if " " in path else f"map {path}")
         self.loaded_map = map_path
@@ -290,6 +342,8 @@ class GameInstanceManager:
             if msg.type == MessageType.SC_ON_CONNECT_SYNC:
                 self._configure(map_path)
                 continue
+            if msg.type == MessageType.SC_CHECKPOINT_COUNT_CHANGED_SYNC and msg.current == msg.target:
+                self._undo_finish(c.get_simulation_state())  # a finish left over from the last race
             if msg.type != MessageType.SC_RUN_STEP_SYNC:
                 c.respond(msg.type)  # checkpoints, laps or stale frames before the start
                 continue
@@ -323,8 +377,10 @@ class GameInstanceManager:
         # The tick that follows this RUN_STEP runs before the agent's first action: release every
         # key so that it is the same in every race (a give-up start and a rewound start alike).
         c.set_input_state(left=False, right=False, accelerate=False, brake=False)
-        self._last_inputs = (False, False, False, False)
         c.set_timeout(self.config.timeout_during_run_ms / 1000.0)
+        if not self._window_focused:
+            c.execute_command(FOCUS_WINDOW_COMMAND)
+            self._window_focused = True
         if not self._ui_hidden:
             if self.config.hide_interface:
                 c.toggle_interface(False)
@@ -338,6 +394,11 @@ class GameInstanceManager:
         c = self.client
         assert c is not None
         blob = c.get_simulation_state()
+        if not self._wheels_checked:
+            self._wheels_checked = True
+            problem = check_wheel_order(blob)
+            if problem:
+                log.warning("game instance %d: %s", self.instance_index, problem)
         if self.config.rewind_before_frame:
             c.rewind_to_current_state()
         c.set_speed(0.0)
@@ -373,7 +434,7 @@ class GameInstanceManager:
         race_time = passed[-1] if passed else self.last_action_time_ms
         self.checkpoint_times_ms.append(int(race_time))
         if msg.current is not None and msg.current == msg.target:
-            c.prevent_simulation_finish()
+            self._undo_finish(blob)
             c.set_plugin_timeout(self.config.timeout_between_runs_ms)
             if c.frame_requested:
                 c.unrequest_frame()
@@ -382,6 +443,15 @@ class GameInstanceManager:
             return StepResult(blob, self.last_frame, int(race_time), True, list(self.checkpoint_times_ms))
         c.respond(msg.type)
         return None
+
+    def _undo_finish(self, blob: bytes) -> None:
+        """Inside the finish's checkpoint message: keep the game from ending the race (see step 4)."""
+        assert self.client is not None
+        unreached = with_finish_unreached(blob)
+        if unreached is not None:
+            self.client.rewind_to_state(unreached)
+        else:
+            self.client.prevent_simulation_finish()
 
     def step(self, *, accelerate: bool, brake: bool, left: bool, right: bool) -> StepResult:
         """Hold the inputs for one action; returns the next action point or the finish.
@@ -402,10 +472,7 @@ class GameInstanceManager:
     def _step(self, accelerate: bool, brake: bool, left: bool, right: bool) -> StepResult:
         c = self.client
         assert c is not None
-        inputs = (bool(left), bool(right), bool(accelerate), bool(brake))
-        if inputs != self._last_inputs:
-            c.set_input_state(left=inputs[0], right=inputs[1], accelerate=inputs[2], brake=inputs[3])
-            self._last_inputs = inputs
+        c.set_input_state(left=bool(left), right=bool(right), accelerate=bool(accelerate), brake=bool(brake))
         c.set_speed(self.config.running_speed)
         self._respond(MessageType.SC_REQUESTED_FRAME_SYNC)
         next_action_ms = self.last_action_time_ms + self.config.ms_per_action
@@ -445,6 +512,10 @@ class GameInstanceManager:
 
 __all__ = [
     "CONSOLE_SETTINGS",
+    "DEFAULT_START_TIMEOUT_S",
+    "FOCUS_WINDOW_COMMAND",
+    "SAFE_INPUT_SPEED",
+    "check_running_speed",
     "GameInstanceManager",
     "ManagerConfig",
     "RolloutDiscarded",

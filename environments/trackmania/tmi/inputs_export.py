@@ -6,7 +6,12 @@ press at start and release at end. Times are race times, either seconds with two
 (``1.25``) or integer milliseconds ending in 0 (``1250``). Keys: ``up`` (accelerate), ``down``
 (brake), ``left``, ``right``.
 
-Each action lasts ``ms_per_action`` (50 ms); action ``k`` starts at race time ``k * 50``.
+Each action lasts ``ms_per_action`` (50 ms); action ``k`` starts at race time ``10 + k * 50``
+(:data:`FIRST_INPUT_MS`): the manager reads the state in the RUN_STEP at ``k * 50``, the game then
+runs that 10 ms tick with the previous keys, and the keys chosen from the frame apply from the next
+tick on. The game's own record of a race (``TMIBackend.race_inputs_text()``, TMInterface's
+``InputEvents.ToCommandsText()``) needs no such assumption; this export is checked against that
+record in the plugin test host, whose timing follows the same model (not verified in the game).
 """
 from __future__ import annotations
 
@@ -28,6 +33,8 @@ ACTIONS: tuple[tuple[bool, bool, bool, bool], ...] = (
     (True, True, True, False),  # 10 accel + brake + left
     (True, True, False, True),  # 11 accel + brake + right
 )
+#: Race time at which the keys of action 0 take effect, ms.
+FIRST_INPUT_MS = 10
 #: Key names in the order of the flags of :data:`ACTIONS`.
 KEYS = ("up", "down", "left", "right")
 
@@ -47,7 +54,7 @@ def actions_to_inputs_text(
     actions: Sequence[int] | Iterable[int],
     *,
     ms_per_action: int = 50,
-    start_ms: int = 0,
+    start_ms: int = FIRST_INPUT_MS,
     time_format: str = "seconds",
 ) -> str:
     """The inputs script for ``actions`` (indices into :data:`ACTIONS`).
@@ -87,7 +94,9 @@ def export_inputs(path: str | Path, actions: Sequence[int], **kwargs: object) ->
     return path
 
 
-def parse_inputs_text(text: str, *, ms_per_action: int = 50, n_actions: int | None = None) -> list[int]:
+def parse_inputs_text(
+    text: str, *, ms_per_action: int = 50, n_actions: int | None = None, start_ms: int = FIRST_INPUT_MS
+) -> list[int]:
     """Inverse of :func:`actions_to_inputs_text` for scripts it wrote (used to check round trips).
 
     Understands ``t press k``, ``t rel k`` and ``a-b press k`` with times in seconds or ms.
@@ -113,6 +122,7 @@ def parse_inputs_text(text: str, *, ms_per_action: int = 50, n_actions: int | No
             events.append((to_ms(b), key, False))
         else:
             events.append((to_ms(when), key, verb == "press"))
+    events = [(max(0, t - start_ms), key, down) for t, key, down in events]
     if n_actions is None:
         n_actions = max((t // ms_per_action + int(down) for t, _, down in events), default=0)
     held = {k: [False] * n_actions for k in KEYS}

@@ -15,6 +15,11 @@ TMI_TMLOADER_PATH           TMLoader.exe (Windows)
 TMI_TMLOADER_PROFILE        TMLoader profile that loads TMInterface 2 (Windows)
 TMI_LINUX_LAUNCH_SCRIPT     script run as ``<script> <port>`` that starts the game under Wine (Linux)
 TMI_BASE_PORT               port of instance 0; instance i listens on base + i (default 8478)
+TMI_USER_DATA_PATH          the game's user folder (``Documents/TrackMania``): personal-record ghosts
+                            are hidden there before a map loads (optional)
+TMI_START_TIMEOUT_S         seconds allowed for the plugin to accept after a launch, and for menus,
+                            map load and countdown before a race (default 600)
+TMI_GAME_PROCESS_NAME       name of the game's process, found after the launcher exits (default TmForever)
 ==========================  =========================================================================
 """
 from __future__ import annotations
@@ -33,6 +38,9 @@ _KEYS = {
     "tmloader_profile": "TMI_TMLOADER_PROFILE",
     "linux_launch_script": "TMI_LINUX_LAUNCH_SCRIPT",
     "base_port": "TMI_BASE_PORT",
+    "user_data_path": "TMI_USER_DATA_PATH",
+    "start_timeout_s": "TMI_START_TIMEOUT_S",
+    "game_process_name": "TMI_GAME_PROCESS_NAME",
 }
 
 
@@ -73,6 +81,9 @@ class TMISettings:
     tmloader_profile: str | None = None
     linux_launch_script: str | None = None
     base_port: int = DEFAULT_BASE_PORT
+    user_data_path: str | None = None
+    start_timeout_s: float | None = None  # None: the manager's default (600 s)
+    game_process_name: str = "TmForever"
 
     def port(self, instance: int) -> int:
         """The TCP port of game instance ``instance`` (base + i)."""
@@ -122,4 +133,12 @@ def load_settings(env_file: str | Path | None = ".env", **overrides: object) -> 
         if not 1 <= port <= 65535:
             raise SettingsError(f"TMI_BASE_PORT must be in 1..65535, got {port}")
         values["base_port"] = port
+    if values.get("start_timeout_s") is not None:
+        try:
+            timeout = float(values["start_timeout_s"])  # type: ignore[arg-type]
+        except (TypeError, ValueError) as exc:
+            raise SettingsError(f"TMI_START_TIMEOUT_S must be a number of seconds, got {values['start_timeout_s']!r}") from exc
+        if not timeout > 0:
+            raise SettingsError(f"TMI_START_TIMEOUT_S must be > 0 seconds, got {timeout}")
+        values["start_timeout_s"] = timeout
     return TMISettings(**values)  # type: ignore[arg-type]

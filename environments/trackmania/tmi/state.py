@@ -28,6 +28,7 @@ offset      size   field
 3196        4        b32 is_freewheeling (1648 + 1548)
 3816        3056   4 wheels x 764 bytes (SimulationWheel), wheel i at 3816 + 764 i:
 +4          4        b32 steerable
++168        12       3 x f32 offset_from_vehicle (car frame; x points to the car's left)
 +180        4        f32 real_time_state.damper_absorb (m)
 +292        4        b32 real_time_state.has_ground_contact
 +296        4        i32 real_time_state.contact_material_id (low 16 bits: see materials.py)
@@ -45,9 +46,14 @@ offset      size   field
                    i32 n_times, n_times x (i32 time, i32 stunts_score); time -1 = not yet passed
 ==========  =====  ==========================================================================
 
-Wheels keep the game's order (index i of the blob is index i of ``CarState``), as Linesight does;
-networks trained in the real game therefore see the same order. The game's order has not been
-verified against :data:`~..backend.N_WHEELS`'s documented FL, FR, RL, RR here (no game available).
+Wheel order. The TMInterface 2 API declares ``SimulationWheels`` as front-left, front-right,
+back-right, back-left (``get_FrontLeft``, ``get_FrontRight``, ``get_BackRight``, ``get_BackLeft``;
+sashi0034/angel-lsp, ``examples/Trackmania Nations Forever/as.predefined``), and the blob stores the
+wheels in that order. ``CarState`` and the simulator use front-left, front-right, rear-left,
+rear-right (:data:`~..backend.N_WHEELS`), so decoding reads blob wheels ``WHEEL_BLOB_INDEX`` =
+(0, 1, 3, 2) and encoding writes them back there. :func:`check_wheel_order` checks a blob against
+that order with each wheel's steerable flag (the front wheels steer) and, when the blob has them,
+the sides of the wheels' offsets from the car; the manager runs it on the first state of each launch.
 """
 from __future__ import annotations
 
@@ -80,6 +86,7 @@ OFF_IS_FREEWHEELING = OFF_SCENE_MOBIL + 1548  # 3196
 OFF_WHEELS = 3816
 WHEEL_SIZE = 764
 WHEEL_STEERABLE = 4
+WHEEL_OFFSET_FROM_VEHICLE = 168
 WHEEL_DAMPER_ABSORB = 180
 WHEEL_HAS_GROUND_CONTACT = 292
 WHEEL_CONTACT_MATERIAL = 296
@@ -95,6 +102,11 @@ FIXED_SIZE = OFF_CP_DATA
 MIN_STATE_SIZE = FIXED_SIZE + 12
 #: Refuse checkpoint counts above this (no TMNF map comes close).
 MAX_CHECKPOINTS = 10_000
+
+#: Blob wheel index of CarState wheel i (CarState: FL, FR, RL, RR; blob: FL, FR, BR, BL).
+WHEEL_BLOB_INDEX = (0, 1, 3, 2)
+#: Illustrative offsets from the car (x left, y up, z forward), metres, written by :func:`encode_state`.
+_WHEEL_OFFSETS = ((0.8, 0.0, 1.4), (-0.8, 0.0, 1.4), (0.8, 0.0, -1.2), (-0.8, 0.0, -1.2))
 
 SIM_HAS_ALL = 0xFF  # timers | dyna | scene_mobil | wheels | plug_solid | cmd_buffer | inputs | player_info
 MODE_RUN = 1
@@ -150,7 +162,7 @@ def decode_state(blob: bytes) -> CarState:
     """
     blob = bytes(blob)
     _, cp_times = decode_checkpoints(blob)
-    wheel_offsets = [OFF_WHEELS + WHEEL_SIZE * i for i in range(N_WHEELS)]
+    wheel_offsets = [OFF_WHEELS + WHEEL_SIZE * WHEEL_BLOB_INDEX[i] for i in range(N_WHEELS)]
     damper = np.array([_F32.unpack_from(blob, w + WHEEL_DAMPER_ABSORB)[0] for w in wheel_offsets], dtype=np.float32)
     contact = np.array([_I32.unpack_from(blob, w + WHEEL_HAS_GROUND_CONTACT)[0] != 0 for w in wheel_offsets])
     material = np.array([_I32.unpack_from(blob, w + WHEEL_CONTACT_MATERIAL)[0] for w in wheel_offsets])
@@ -178,6 +190,47 @@ def decode_state(blob: bytes) -> CarState:
         finished=_I32.unpack_from(blob, OFF_RACE_FINISHED)[0] != 0,
         checkpoint_times_ms=passed,
     )
+
+
+def check_wheel_order(blob: bytes) -> str | None:
+    """``None`` if the blob's wheels are in the API's order (FL, FR, BR, BL), else what differs.
+
+    Checks each wheel's steerable flag (front wheels steer, back wheels do not) and, when the blob
+    carries the wheels' offsets from the car (not all zero), that the left wheels (blob 0 and 3) sit
+    on the +x side and the right wheels (blob 1 and 2) on the -x side.
+    """
+    blob = bytes(blob)
+    if len(blob) < OFF_WHEELS + WHEEL_SIZE * N_WHEELS:
+        return f"state blob of {len(blob)} bytes has no wheels"
+    bases = [OFF_WHEELS + WHEEL_SIZE * b for b in range(N_WHEELS)]
+    steerable = [_I32.unpack_from(blob, w + WHEEL_STEERABLE)[0] != 0 for w in bases]
+    problems = []
+    if steerable != [True, True, False, False]:
+        problems.append(f"steerable flags of the blob's wheels are {steerable}, expected [True, True, False, False]")
+    x = [_F3.unpack_from(blob, w + WHEEL_OFFSET_FROM_VEHICLE)[0] for w in bases]
+    if any(v != 0.0 for v in x) and not (x[0] > 0 and x[3] > 0 and x[1] < 0 and x[2] < 0):
+        problems.append(f"lateral offsets of the blob's wheels are {[round(v, 3) for v in x]}, expected +, -, -, +")
+    if not problems:
+        return None
+    return ("the game's wheel order differs from the TMInterface API's (front-left, front-right, back-right, "
+            "back-left): " + "; ".join(problems) + ". Per-wheel observations may be mixed up; please report it.")
+
+
+def with_finish_unreached(blob: bytes) -> bytes | None:
+    """A copy of ``blob`` whose last checkpoint time is -1 (not reached), or ``None`` if it has none.
+
+    Rewinding to it inside the finish's checkpoint message keeps the game from ending the race
+    (Linesight's way; ``PreventSimulationFinish`` is its fallback when there is no checkpoint time).
+    """
+    blob = bytes(blob)
+    _, times = decode_checkpoints(blob)
+    if not times:
+        return None
+    n_states = _I32.unpack_from(blob, OFF_CP_DATA + 4)[0]
+    last = OFF_CP_DATA + 8 + 4 * n_states + 4 + 8 * (len(times) - 1)
+    out = bytearray(blob)
+    _I32.pack_into(out, last, -1)
+    return bytes(out)
 
 
 def _rotation_to_quaternion(rot: np.ndarray) -> tuple[float, float, float, float]:
@@ -228,8 +281,9 @@ def encode_state(car: CarState, *, n_checkpoints: int | None = None, n_real_chec
     _I32.pack_into(buf, OFF_GEAR, int(car.gear))
     _I32.pack_into(buf, OFF_IS_FREEWHEELING, int(bool(car.is_freewheeling)))
     for i in range(N_WHEELS):
-        w = OFF_WHEELS + WHEEL_SIZE * i
+        w = OFF_WHEELS + WHEEL_SIZE * WHEEL_BLOB_INDEX[i]
         _I32.pack_into(buf, w + WHEEL_STEERABLE, int(i < 2))
+        _F3.pack_into(buf, w + WHEEL_OFFSET_FROM_VEHICLE, *_WHEEL_OFFSETS[i])
         _F32.pack_into(buf, w + WHEEL_DAMPER_ABSORB, float(car.wheel_damper_absorb[i]))
         _I32.pack_into(buf, w + WHEEL_HAS_GROUND_CONTACT, int(bool(car.wheel_has_ground_contact[i])))
         _I32.pack_into(buf, w + WHEEL_CONTACT_MATERIAL, representative_material(int(car.wheel_surface_group[i])))

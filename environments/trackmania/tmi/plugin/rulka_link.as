@@ -2,7 +2,13 @@
 //
 // Install: `rulka tmi install` copies this file into Documents/TMInterface/Plugins/.
 // Launch the game with /configstring="set custom_port <port>": the plugin listens on
-// 127.0.0.1:<port> for one rulka client.
+// 127.0.0.1:<port> for one rulka client. The port is read once the launch's command queue has been
+// processed (OnQueueProcessed), never earlier: TMInterface restores registered variables from an
+// earlier session, so custom_port may hold a stale port before /configstring has set it.
+// The accepted socket has NoDelay set: with Nagle's algorithm each reply waits for the client's
+// delayed ACK (tens of ms per message on loopback).
+// Console command `rulka_focus_window` shows and focuses the game window (rulka sends it once
+// after each launch: an instance that was never focused does not run properly under Linux).
 //
 // Wire protocol (little-endian, no framing; see environments/trackmania/tmi/protocol.py):
 //   every message = int32 id + a fixed payload for that id.
@@ -68,10 +74,7 @@ int g_frameH = -1;
 bool g_onConnectQueued = false;
 bool g_warnedNoPort = false;
 
-// Inputs of the current race as TMInterface script lines ("1.25 press up"), for C_GET_INPUTS.
-string g_inputsText = "";
-array<bool> g_keys = {false, false, false, false};  // left, right, up, down
-const array<string> KEY_NAMES = {"left", "right", "up", "down"};
+bool g_screenshotFailed = false;  // logged once per frame request
 
 // ------------------------------------------------------------------ connection
 void StartListening()
@@ -79,7 +82,7 @@ void StartListening()
     if (g_listener !is null) {
         return;
     }
-    const double port = GetVariableDouble(PORT_VARIABLE);
+    const double port = GetVariableDouble(PORT_VARIABLE);  // set by /configstring (see the header)
     if (port < 1 || port > 65535) {
         if (!g_warnedNoPort) {
             log("rulka_link: custom_port is not set; launch the game with /configstring=\"set custom_port <port>\"");
@@ -110,8 +113,8 @@ void DropClient(const string &in reason)
 
 void SendOnConnect()
 {
-    g_client.Write(int(SCOnConnectSync));
-    WaitForResponse(SCOnConnectSync);
+    g_client.Write(int(MessageType::SCOnConnectSync));
+    WaitForResponse(MessageType::SCOnConnectSync);
 }
 
 // Block until the client echoes `type`, serving its commands meanwhile.
@@ -138,34 +141,6 @@ bool WaitForResponse(int type)
     return false;
 }
 
-// ------------------------------------------------------------------ inputs record
-string FormatTime(int ms)
-{
-    if (ms < 0) {
-        ms = 0;
-    }
-    const int centis = (ms % 1000) / 10;
-    return (ms / 1000) + "." + (centis < 10 ? "0" : "") + centis;
-}
-
-void RecordInputs(int raceTime, const array<bool> &in keys)
-{
-    for (uint i = 0; i < 4; i++) {
-        if (keys[i] != g_keys[i]) {
-            g_inputsText += FormatTime(raceTime) + (keys[i] ? " press " : " rel ") + KEY_NAMES[i] + "\n";
-            g_keys[i] = keys[i];
-        }
-    }
-}
-
-void ResetInputsRecord()
-{
-    g_inputsText = "";
-    for (uint i = 0; i < 4; i++) {
-        g_keys[i] = false;
-    }
-}
-
 // ------------------------------------------------------------------ commands
 // Reads one message if bytes are available and serves it; returns its id, NO_MESSAGE or CLIENT_DROPPED.
 int HandleMessage()
@@ -179,20 +154,20 @@ int HandleMessage()
     SimulationManager@ simManager = GetSimulationManager();
     const int type = g_client.ReadInt32();
     switch (type) {
-        case SCRunStepSync:
-        case SCCheckpointCountChangedSync:
-        case SCLapCountChangedSync:
-        case SCRequestedFrameSync:
-        case SCOnConnectSync:
+        case MessageType::SCRunStepSync:
+        case MessageType::SCCheckpointCountChangedSync:
+        case MessageType::SCLapCountChangedSync:
+        case MessageType::SCRequestedFrameSync:
+        case MessageType::SCOnConnectSync:
             break;  // an echo: the caller compares it with what it waits for
 
-        case CSetSpeed: {
+        case MessageType::CSetSpeed: {
             const float speed = g_client.ReadFloat();
             simManager.SetSpeed(speed);
             break;
         }
 
-        case CRewindToState: {
+        case MessageType::CRewindToState: {
             const int length = g_client.ReadInt32();
             if (length < 0 || length > MAX_PAYLOAD_BYTES) {
                 DropClient("invalid state length " + length);
@@ -202,19 +177,18 @@ int HandleMessage()
             if (simManager.InRace) {
                 SimulationState state(stateData);
                 simManager.RewindToState(state);
-                ResetInputsRecord();
             }
             break;
         }
 
-        case CRewindToCurrentState: {
+        case MessageType::CRewindToCurrentState: {
             if (simManager.InRace) {
                 simManager.RewindToState(simManager.SaveState());
             }
             break;
         }
 
-        case CGetSimulationState: {
+        case MessageType::CGetSimulationState: {
             auto@ state = simManager.SaveState();
             const auto@ data = state.ToArray();
             g_client.Write(int(data.Length));
@@ -222,7 +196,7 @@ int HandleMessage()
             break;
         }
 
-        case CSetInputState: {
+        case MessageType::CSetInputState: {
             array<bool> keys(4);
             for (uint i = 0; i < 4; i++) {
                 keys[i] = g_client.ReadUint8() > 0;
@@ -232,32 +206,30 @@ int HandleMessage()
                 simManager.SetInputState(InputType::Right, keys[1] ? 1 : 0);
                 simManager.SetInputState(InputType::Up, keys[2] ? 1 : 0);
                 simManager.SetInputState(InputType::Down, keys[3] ? 1 : 0);
-                RecordInputs(simManager.RaceTime, keys);
             }
             break;
         }
 
-        case CGiveUp: {
+        case MessageType::CGiveUp: {
             if (simManager.InRace) {
                 simManager.GiveUp();
             }
-            ResetInputsRecord();
             break;
         }
 
-        case CPreventSimulationFinish: {
+        case MessageType::CPreventSimulationFinish: {
             if (simManager.InRace) {
                 simManager.PreventSimulationFinish();
             }
             break;
         }
 
-        case CShutdown: {
+        case MessageType::CShutdown: {
             DropClient("client shut down");
             return CLIENT_DROPPED;
         }
 
-        case CExecuteCommand: {
+        case MessageType::CExecuteCommand: {
             const int length = g_client.ReadInt32();
             if (length < 0 || length > MAX_PAYLOAD_BYTES) {
                 DropClient("invalid command length " + length);
@@ -268,18 +240,18 @@ int HandleMessage()
             break;
         }
 
-        case CSetTimeout: {
+        case MessageType::CSetTimeout: {
             g_timeoutMs = g_client.ReadUint32();
             break;
         }
 
-        case CRaceFinished: {
+        case MessageType::CRaceFinished: {
             const bool finished = simManager.PlayerInfo.RaceFinished || simManager.TickTime > simManager.RaceTime;
             g_client.Write(int(finished ? 1 : 0));
             break;
         }
 
-        case CRequestFrame: {
+        case MessageType::CRequestFrame: {
             const int w = g_client.ReadInt32();
             const int h = g_client.ReadInt32();
             if (w < 1 || h < 1 || w > MAX_FRAME_SIDE || h > MAX_FRAME_SIDE) {
@@ -291,42 +263,39 @@ int HandleMessage()
             break;
         }
 
-        case CResetCamera: {
+        case MessageType::CResetCamera: {
             simManager.ResetCamera();
             break;
         }
 
-        case CSetOnStepPeriod: {
+        case MessageType::CSetOnStepPeriod: {
             const int period = g_client.ReadInt32();
             g_stepPeriodMs = period > 0 ? period : DEFAULT_STEP_PERIOD_MS;
             break;
         }
 
-        case CUnrequestFrame: {
+        case MessageType::CUnrequestFrame: {
             g_frameW = -1;
             g_frameH = -1;
             break;
         }
 
-        case CToggleInterface: {
+        case MessageType::CToggleInterface: {
             ToggleRaceInterface(g_client.ReadInt32() > 0);
             break;
         }
 
-        case CIsInMenus: {
+        case MessageType::CIsInMenus: {
             g_client.Write(int(GetCurrentGameState() == TM::GameState::Menus ? 1 : 0));
             break;
         }
 
-        case CGetInputs: {
-            const string text = g_inputsText;
-            array<uint8> bytes(text.Length);
-            for (uint i = 0; i < text.Length; i++) {
-                bytes[i] = text[i];
-            }
+        case MessageType::CGetInputs: {
+            // The game's own record of the inputs it applied, as Linesight reads it.
+            const string text = simManager.InputEvents.ToCommandsText();
             g_client.Write(int(text.Length));
             if (text.Length > 0) {
-                g_client.Write(bytes);
+                g_client.Write(text);
             }
             break;
         }
@@ -348,9 +317,9 @@ void OnRunStep(SimulationManager@ simManager)
     }
     const int raceTime = simManager.RaceTime;
     if (raceTime % g_stepPeriodMs == 0 || simManager.TickTime > simManager.RaceTime) {
-        g_client.Write(int(SCRunStepSync));
+        g_client.Write(int(MessageType::SCRunStepSync));
         g_client.Write(raceTime);
-        WaitForResponse(SCRunStepSync);
+        WaitForResponse(MessageType::SCRunStepSync);
     }
 }
 
@@ -359,10 +328,10 @@ void OnCheckpointCountChanged(SimulationManager@ simManager, int current, int ta
     if (g_client is null) {
         return;
     }
-    g_client.Write(int(SCCheckpointCountChangedSync));
+    g_client.Write(int(MessageType::SCCheckpointCountChangedSync));
     g_client.Write(current);
     g_client.Write(target);
-    WaitForResponse(SCCheckpointCountChangedSync);
+    WaitForResponse(MessageType::SCCheckpointCountChangedSync);
 }
 
 void OnLapCountChanged(SimulationManager@ simManager, int current, int target)
@@ -370,10 +339,10 @@ void OnLapCountChanged(SimulationManager@ simManager, int current, int target)
     if (g_client is null) {
         return;
     }
-    g_client.Write(int(SCLapCountChangedSync));
+    g_client.Write(int(MessageType::SCLapCountChangedSync));
     g_client.Write(current);
     g_client.Write(target);
-    WaitForResponse(SCLapCountChangedSync);
+    WaitForResponse(MessageType::SCLapCountChangedSync);
 }
 
 void OnGameStateChanged(TM::GameState state)
@@ -387,10 +356,7 @@ void OnGameStateChanged(TM::GameState state)
 void Render()
 {
     if (g_listener is null) {
-        StartListening();
-        if (g_listener is null) {
-            return;
-        }
+        return;  // OnQueueProcessed starts it once /configstring has set custom_port
     }
     Net::Socket@ incoming = g_listener.Accept(0);
     if (incoming !is null) {
@@ -398,6 +364,7 @@ void Render()
             log("rulka_link: a new client replaces the previous one");
         }
         DropClient("replaced by a new client");
+        incoming.NoDelay = true;
         @g_client = incoming;
         log("rulka_link: client connected from " + g_client.RemoteIP);
         if (GetCurrentGameState() != TM::GameState::StartUp) {
@@ -409,17 +376,24 @@ void Render()
     if (g_client !is null && g_frameW > 0 && g_frameH > 0) {
         const int w = g_frameW;
         const int h = g_frameH;
-        g_frameW = -1;  // a request made while we wait for the echo is kept
-        g_frameH = -1;
         vec2 size(w, h);
         const auto@ frame = Graphics::CaptureScreenshot(size);
         if (frame is null || int(frame.Length) != w * h * 4) {
-            DropClient("screenshot of the wrong size");  // the client expects exactly W*H*4 bytes
+            // A minimised window gives no screenshot: restore it and try again at the next frame (the
+            // client expects exactly W*H*4 bytes; it gives up after its own timeout).
+            if (!g_screenshotFailed) {
+                log("rulka_link: no screenshot (window minimised?): restoring the game window", Severity::Warning);
+                g_screenshotFailed = true;
+            }
+            Graphics::ShowGameWindow();
             return;
         }
-        g_client.Write(int(SCRequestedFrameSync));
+        g_screenshotFailed = false;
+        g_frameW = -1;  // a request made while we wait for the echo is kept
+        g_frameH = -1;
+        g_client.Write(int(MessageType::SCRequestedFrameSync));
         g_client.Write(frame);
-        WaitForResponse(SCRequestedFrameSync);
+        WaitForResponse(MessageType::SCRequestedFrameSync);
     }
 }
 
@@ -429,10 +403,17 @@ void OnQueueProcessed(int fromTime, int toTime, const string &in commandLine, co
     StartListening();
 }
 
+void OnFocusWindow(int fromTime, int toTime, const string &in commandLine, const array<string> &in args)
+{
+    Graphics::ShowGameWindow();
+    Graphics::FocusGameWindow();
+}
+
 void Main()
 {
     RegisterVariable(PORT_VARIABLE, 0);
     RegisterCustomCommand("rulka_link_queue_processed", "Internal: start rulka_link's listener", OnQueueProcessed);
+    RegisterCustomCommand("rulka_focus_window", "Show and focus the game window", OnFocusWindow);
     CommandList list;
     list.Content = "rulka_link_queue_processed";
     list.Process();
@@ -450,6 +431,6 @@ PluginInfo@ GetPluginInfo()
     info.Author = "rulka";
     info.Name = "rulka_link";
     info.Description = "Lets rulka (reinforcement learning) drive the car over a local TCP socket";
-    info.Version = "1.0";
+    info.Version = "2.0";
     return info;
 }

@@ -1,16 +1,33 @@
 // tmi_test_host: runs rulka's TMInterface plugin (rulka_link.as) outside the game.
 //
 // It embeds the AngelScript engine, registers a stub of the TMInterface 2 plugin API that the
-// plugin uses (callbacks Main/Render/OnRunStep/OnCheckpointCountChanged/OnGameStateChanged,
-// SimulationManager, SimulationState, Net::Socket over real POSIX TCP sockets,
-// Graphics::CaptureScreenshot, console variables, commands and CommandList), drives a toy car on a
-// straight line (+z) and calls the plugin's callbacks like the game would. The Python client then
-// talks to the *real plugin code* over TCP on 127.0.0.1.
+// plugin uses, drives a toy car on a straight line (+z) and calls the plugin's callbacks like the
+// game would. The Python client then talks to the *real plugin code* over TCP on 127.0.0.1.
 //
-// Usage: tmi_test_host --plugin rulka_link.as --config "set custom_port 8478"
-//                      [--checkpoints 20,40] [--max-seconds 60] [--startup-ms 100] [--countdown-ms 300]
-// Prints "LISTENING <port>" on stdout once the plugin listens; "TERMINATED ..." on exit.
+// Every declaration registered here is checked by a test against the public declaration of the
+// TMInterface 2 API (tests/environments/trackmania/tmi/data/tmi2_api.predefined, from
+// sashi0034/angel-lsp): same names, return and parameter types, enum values. `--dump-api` prints them.
 //
+// Behaviours modelled on purpose (each has a test):
+//   * enum values must be scoped (asEP_REQUIRE_ENUM_SCOPE) unless --strict-enum-scope 0;
+//   * accepted sockets keep Nagle's algorithm on until the plugin sets NoDelay = true;
+//   * registered variables keep the value of an earlier session (--saved-variables name=value,...),
+//     and Render() runs (--pre-config-renders times) before the launch's /configstring is processed;
+//   * SaveState() records the held inputs and RewindToState() restores them;
+//   * PreventSimulationFinish() does nothing in a normal race unless --prevent-finish-works 1: a
+//     finish that is not undone ends the race (end dialog, InRace false);
+//   * a minimised window (--minimised 1) makes CaptureScreenshot return an empty array until
+//     Graphics::ShowGameWindow(); the console is open after start until `toggle_console`, and an
+//     open console covers the top quarter of every screenshot (white);
+//   * --lose-input-every K ignores every K-th SetInputState call in a race (inputs "sometimes not
+//     applied", as Linesight observed);
+//   * `map <name>` loads a map on the running instance (--map-load-ms of loading, then countdown);
+//     --map-checkpoints "A=8,20;B=12,30" gives each map its own checkpoints;
+//   * the input record (InputEvents.ToCommandsText) lists each key change at the race time of the
+//     first tick it applies to.
+//
+// Usage: tmi_test_host --plugin rulka_link.as --config "set custom_port 8478" [options, see main()]
+// Prints "COMPILED", then "LISTENING <port>" on stdout once the plugin listens; "TERMINATED ..." on exit.
 // State blobs use the byte offsets of environments/trackmania/tmi/state.py (the game's layout).
 
 #include <angelscript.h>
@@ -23,9 +40,11 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -49,17 +68,27 @@ namespace {
 asIScriptEngine* g_engine = nullptr;
 const auto g_t0 = std::chrono::steady_clock::now();
 
-unsigned NowMs() {
-    return static_cast<unsigned>(
+uint64_t NowMs() {
+    return static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - g_t0).count());
 }
 
 void HostLog(const std::string& msg) { std::fprintf(stderr, "[host] %s\n", msg.c_str()); }
-void ScriptLog(const std::string& msg) { std::fprintf(stderr, "[plugin] %s\n", msg.c_str()); }
+void ScriptLog(const std::string& msg, int /*severity*/) { std::fprintf(stderr, "[plugin] %s\n", msg.c_str()); }
 
 CScriptArray* NewByteArray(size_t n) {
     asITypeInfo* ti = g_engine->GetTypeInfoByDecl("array<uint8>");
     return CScriptArray::Create(ti, static_cast<asUINT>(n));
+}
+
+std::vector<std::string> SplitOn(const std::string& s, char sep) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, sep)) {
+        if (!item.empty()) out.push_back(item);
+    }
+    return out;
 }
 
 // ------------------------------------------------------------------ Net::Socket
@@ -97,22 +126,27 @@ public:
         return true;
     }
 
+    // Nagle's algorithm stays on (the OS default) until the plugin sets NoDelay.
     Socket* Accept(unsigned timeout_ms) {
         if (fd < 0) return nullptr;
         pollfd p{fd, POLLIN, 0};
-        if (poll(&p, 1, static_cast<int>(timeout_ms)) <= 0) return nullptr;
+        if (poll(&p, 1, static_cast<int>(std::min<unsigned>(timeout_ms, 1000))) <= 0) return nullptr;
         sockaddr_in addr{};
         socklen_t len = sizeof(addr);
         int cfd = accept(fd, reinterpret_cast<sockaddr*>(&addr), &len);
         if (cfd < 0) return nullptr;
-        int one = 1;
-        setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         auto* s = new Socket();
         s->fd = cfd;
         char buf[INET_ADDRSTRLEN] = {0};
         inet_ntop(AF_INET, &addr.sin_addr, buf, sizeof(buf));
         s->remote_ip = buf;
         return s;
+    }
+
+    void SetNoDelay(bool value) {
+        int v = value ? 1 : 0;
+        if (fd >= 0) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, sizeof(v));
+        HostLog(std::string("socket NoDelay = ") + (value ? "true" : "false"));
     }
 
     // Bytes ready to read; waits up to 1 ms when none (the plugin polls this in a loop).
@@ -150,6 +184,7 @@ public:
         return got == n;
     }
 
+    // One send() per Write call, as a socket API without buffering does.
     void WriteRaw(const void* data, size_t n) {
         const auto* p = static_cast<const char*>(data);
         size_t sent = 0;
@@ -178,8 +213,13 @@ public:
         return s;
     }
     bool WriteInt(int v) { WriteRaw(&v, 4); return !broken; }
+    bool WriteUint(unsigned v) { WriteRaw(&v, 4); return !broken; }
     bool WriteBytes(const CScriptArray& a) {
         if (a.GetSize() > 0) WriteRaw(a.At(0), a.GetSize());
+        return !broken;
+    }
+    bool WriteString(const std::string& s) {
+        if (!s.empty()) WriteRaw(s.data(), s.size());
         return !broken;
     }
     std::string RemoteIP() const { return remote_ip; }
@@ -191,8 +231,9 @@ Socket* SocketFactory() { return new Socket(); }
 // Offsets: see environments/trackmania/tmi/state.py.
 constexpr size_t OFF_TIMERS = 12, OFF_ROTATION = 688, OFF_POSITION = 724, OFF_LINEAR_SPEED = 736,
                  OFF_ANGULAR_SPEED = 760, OFF_GEARBOX_STATE = 2388, OFF_ACTUAL_RPM = 3112, OFF_GEAR = 3128,
-                 OFF_IS_FREEWHEELING = 3196, OFF_WHEELS = 3816, WHEEL_SIZE = 764, OFF_RACE_TIME = 7892,
-                 OFF_CUR_CP_COUNT = 8024, OFF_RACE_FINISHED = 8032, OFF_CP_DATA = 8344;
+                 OFF_IS_FREEWHEELING = 3196, OFF_WHEELS = 3816, WHEEL_SIZE = 764, WHEEL_OFFSET_FROM_VEHICLE = 168,
+                 OFF_RACE_TIME = 7892, OFF_CUR_CP_COUNT = 8024, OFF_RACE_FINISHED = 8032,
+                 OFF_INPUT_EVENTS = 8276, OFF_CP_DATA = 8344;
 
 template <typename T>
 void Put(std::vector<uint8_t>& b, size_t off, T v) { std::memcpy(&b[off], &v, sizeof(T)); }
@@ -227,11 +268,20 @@ SimulationState* StateFactoryFromArray(const CScriptArray& a) {
 }
 
 // ------------------------------------------------------------------ the toy game
-enum GameState { GS_STARTUP = 0, GS_MENUS = 1, GS_RACE = 2 };
-enum InputType { IT_LEFT = 0, IT_RIGHT = 1, IT_UP = 2, IT_DOWN = 3 };
+// TMInterface's enum values (as.predefined): TM::GameState and InputType.
+enum GameState { GS_STARTUP = 16, GS_MENUS = 32, GS_RACE = 512, GS_RACE_END_DIALOG = 1024 };
+enum InputType { IT_DOWN = 0, IT_UP = 1, IT_LEFT = 2, IT_RIGHT = 3 };
+const char* const KEY_NAMES[4] = {"down", "up", "left", "right"};
 
 struct PlayerInfo {
     bool race_finished = false;
+    int race_time = 0;
+};
+
+struct InputEvent {
+    int time;
+    int type;
+    bool pressed;
 };
 
 struct Game {
@@ -240,16 +290,27 @@ struct Game {
     int race_time = 0;  // ms
     int tick_time = 0;  // ms, keeps running after the finish
     double x = 0, z = 0, v = 0;  // metres, m/s along +z
-    bool keys[4] = {false, false, false, false};
+    bool keys[4] = {false, false, false, false};  // indexed by InputType
     float speed = 1.0f;
     bool finished = false;
     bool prevent_finish = false;
+    bool prevent_finish_works = false;
     std::vector<double> checkpoints = {20.0, 40.0};  // distances; the last is the finish
+    std::map<std::string, std::vector<double>> map_checkpoints;
     std::vector<int> cp_times;  // time per passed checkpoint
-    size_t next_cp = 0;  // index of the next checkpoint to trigger (stays past a prevented finish)
+    size_t next_cp = 0;  // index of the next checkpoint to trigger
     int countdown_ms = 300;
     std::string map;
+    int map_load_ms = 0;
+    uint64_t loading_until = 0;
+    bool loading = false;
     PlayerInfo player;
+    std::vector<InputEvent> events;
+    int lose_input_every = 0;
+    int input_calls = 0;
+    bool minimised = false;
+    bool console_open = true;
+    float last_running_speed = 1.0f;  // last speed above 1 that was logged
 
     void ResetCar() {
         race_time = -countdown_ms;
@@ -259,6 +320,7 @@ struct Game {
         player.race_finished = false;
         cp_times.clear();
         next_cp = 0;
+        events.clear();
     }
 
     std::vector<uint8_t> Encode() const {
@@ -281,17 +343,23 @@ struct Game {
         Put<float>(b, OFF_ACTUAL_RPM, static_cast<float>(1000.0 + 250.0 * std::fmod(v, 12.0)));
         Put<int32_t>(b, OFF_GEAR, gear);
         Put<int32_t>(b, OFF_IS_FREEWHEELING, keys[IT_UP] ? 0 : 1);
+        // The API's SimulationWheels order: front-left, front-right, back-right, back-left. The car's
+        // x axis points left. Each wheel's damper value is distinct (0.01 * (index + 1)) and the
+        // back-left wheel rides on grass, so a test can tell the wheels apart after decoding.
+        const float offsets[4][3] = {{0.8f, 0, 1.4f}, {-0.8f, 0, 1.4f}, {-0.8f, 0, -1.2f}, {0.8f, 0, -1.2f}};
         for (int i = 0; i < 4; ++i) {
             const size_t w = OFF_WHEELS + WHEEL_SIZE * i;
-            Put<int32_t>(b, w + 4, i < 2 ? 1 : 0);
-            Put<float>(b, w + 180, 0.01f);
+            Put<int32_t>(b, w + 4, i < 2 ? 1 : 0);  // steerable: the front wheels
+            std::memcpy(&b[w + WHEEL_OFFSET_FROM_VEHICLE], offsets[i], sizeof(offsets[i]));
+            Put<float>(b, w + 180, 0.01f * static_cast<float>(i + 1));
             Put<int32_t>(b, w + 292, 1);
-            Put<int32_t>(b, w + 296, 16);  // Asphalt
+            Put<int32_t>(b, w + 296, i == 3 ? 2 : 16);  // Grass under back-left, else Asphalt
             Put<int32_t>(b, w + 300, 0);
         }
         Put<int32_t>(b, OFF_RACE_TIME, race_time);
         Put<int32_t>(b, OFF_CUR_CP_COUNT, static_cast<int32_t>(cp_times.size()));
         Put<int32_t>(b, OFF_RACE_FINISHED, player.race_finished ? 1 : 0);
+        for (int k = 0; k < 4; ++k) b[OFF_INPUT_EVENTS + k] = keys[k] ? 1 : 0;  // held inputs
         size_t off = OFF_CP_DATA;
         Put<int32_t>(b, off, 0);
         Put<int32_t>(b, off + 4, n);
@@ -314,6 +382,11 @@ struct Game {
         v = Get<float>(b, OFF_LINEAR_SPEED + 8);
         finished = false;
         player.race_finished = false;
+        for (int k = 0; k < 4; ++k) {  // a rewind restores the inputs held when the state was saved
+            keys[k] = b.size() > OFF_INPUT_EVENTS + 4 && b[OFF_INPUT_EVENTS + k] != 0;
+        }
+        events.erase(std::remove_if(events.begin(), events.end(), [this](const InputEvent& e) { return e.time > race_time; }),
+                     events.end());
         cp_times.clear();
         const int n_states = Get<int32_t>(b, OFF_CP_DATA + 4);
         if (n_states >= 0 && n_states < 10000) {
@@ -342,8 +415,30 @@ struct Game {
         }
         if (!finished) race_time += 10;
         tick_time += 10;
+        player.race_time = race_time;
     }
 } g_game;
+
+// ------------------------------------------------------------------ TM::InputEventBuffer
+class InputEventBuffer {
+public:
+    // TMInterface script lines, one per key change: "<seconds.centis> press|rel <key>".
+    std::string ToCommandsText(int /*flags*/) const {
+        std::vector<InputEvent> sorted = g_game.events;
+        std::stable_sort(sorted.begin(), sorted.end(), [](const InputEvent& a, const InputEvent& b) { return a.time < b.time; });
+        std::string out;
+        for (const auto& e : sorted) {
+            if (e.time < 0) continue;
+            char line[64];
+            std::snprintf(line, sizeof(line), "%d.%02d %s %s\n", e.time / 1000, (e.time % 1000) / 10,
+                          e.pressed ? "press" : "rel", KEY_NAMES[e.type]);
+            out += line;
+        }
+        return out;
+    }
+    unsigned Length() const { return static_cast<unsigned>(g_game.events.size()); }
+    void Clear() { g_game.events.clear(); }
+} g_input_events;
 
 // ------------------------------------------------------------------ SimulationManager
 class SimulationManager {
@@ -352,7 +447,17 @@ public:
     int RaceTime() const { return g_game.race_time; }
     int TickTime() const { return g_game.tick_time; }
     PlayerInfo* GetPlayerInfo() { return &g_game.player; }
-    void SetSpeed(float s) { g_game.speed = s < 0 ? 0 : s; }
+    InputEventBuffer* GetInputEvents() { return &g_input_events; }
+    void SetSpeed(float s) {
+        const float before = g_game.speed;
+        g_game.speed = s < 0 ? 0 : s;
+        if (s > 1.0f && s != before && s != g_game.last_running_speed) {
+            g_game.last_running_speed = s;
+            char buf[64];
+            std::snprintf(buf, sizeof(buf), "speed set to %g", static_cast<double>(s));
+            HostLog(buf);
+        }
+    }
     void GiveUp() { g_game.ResetCar(); }
     void PreventSimulationFinish() { g_game.prevent_finish = true; }
     SimulationState* SaveState() {
@@ -362,8 +467,16 @@ public:
     }
     void RewindToState(const SimulationState& s, bool /*resetCamera*/) { g_game.Restore(s.data); }
     void ResetCamera() {}
-    void SetInputState(int type, unsigned value) {
-        if (type >= 0 && type < 4) g_game.keys[type] = value != 0;
+    void SetInputState(int type, int value) {
+        if (type < 0 || type >= 4 || !g_game.in_race) return;
+        g_game.input_calls++;
+        if (g_game.lose_input_every > 0 && g_game.input_calls % g_game.lose_input_every == 0) {
+            HostLog("input lost");
+            return;
+        }
+        const bool pressed = value != 0;
+        if (g_game.keys[type] != pressed) g_game.events.push_back({g_game.race_time, type, pressed});
+        g_game.keys[type] = pressed;
     }
 } g_sim;
 
@@ -371,19 +484,20 @@ SimulationManager* GetSimulationManager() { return &g_sim; }
 
 // ------------------------------------------------------------------ console: variables, commands
 std::map<std::string, std::string> g_variables;  // registered by plugins
+std::map<std::string, std::string> g_saved_variables;  // values from an earlier session
 std::map<std::string, asIScriptFunction*> g_custom_commands;
 std::deque<std::string> g_command_queue;
 bool g_interface_visible = true;
 
-void RegisterVariableDouble(const std::string& name, double v) {
-    if (!g_variables.count(name)) g_variables[name] = std::to_string(v);
+bool RegisterVariableValue(const std::string& name, const std::string& v) {
+    if (g_variables.count(name)) return false;
+    auto saved = g_saved_variables.find(name);
+    g_variables[name] = saved != g_saved_variables.end() ? saved->second : v;
+    return true;
 }
-void RegisterVariableBool(const std::string& name, bool v) {
-    if (!g_variables.count(name)) g_variables[name] = v ? "true" : "false";
-}
-void RegisterVariableString(const std::string& name, const std::string& v) {
-    if (!g_variables.count(name)) g_variables[name] = v;
-}
+bool RegisterVariableDouble(const std::string& name, double v) { return RegisterVariableValue(name, std::to_string(v)); }
+bool RegisterVariableBool(const std::string& name, bool v) { return RegisterVariableValue(name, v ? "true" : "false"); }
+bool RegisterVariableString(const std::string& name, const std::string& v) { return RegisterVariableValue(name, v); }
 double GetVariableDouble(const std::string& name) {
     auto it = g_variables.find(name);
     return it == g_variables.end() ? 0.0 : std::atof(it->second.c_str());
@@ -392,7 +506,7 @@ void RegisterCustomCommand(const std::string& name, const std::string& /*descrip
     if (g_custom_commands.count(name)) g_custom_commands[name]->Release();
     g_custom_commands[name] = cb;  // the handle passed in is ours to release
 }
-void ExecuteCommand(const std::string& cmd) { g_command_queue.push_back(cmd); }
+void ExecuteCommand(const std::string& cmd, int /*flags*/) { g_command_queue.push_back(cmd); }
 void ToggleRaceInterface(bool visible) { g_interface_visible = visible; }
 int GetCurrentGameState() { return g_game.state; }
 
@@ -404,13 +518,14 @@ public:
     void Release() {
         if (--refs == 0) delete this;
     }
-    bool Process() {
+    std::string GetContent() const { return content; }
+    void SetContent(const std::string& c) { content = c; }
+    void Process(int /*option*/) {
         std::istringstream in(content);
         std::string line;
         while (std::getline(in, line)) {
             if (!line.empty()) g_command_queue.push_back(line);
         }
-        return true;
     }
 };
 CommandList* CommandListFactory() { return new CommandList(); }
@@ -432,8 +547,10 @@ struct Vec2 {
 void Vec2Default(Vec2* self) { self->x = self->y = 0; }
 void Vec2Init(float x, float y, Vec2* self) { self->x = x; self->y = y; }
 
-// Screenshot of the toy world: BGRA, top row first; texture scrolls with the car.
+// Screenshot of the toy world: BGRA, top row first; texture scrolls with the car. Empty while the
+// window is minimised; an open console covers the top quarter in white.
 CScriptArray* CaptureScreenshot(Vec2& size) {
+    if (g_game.minimised) return NewByteArray(0);
     const int w = static_cast<int>(size.x), h = static_cast<int>(size.y);
     CScriptArray* a = NewByteArray(static_cast<size_t>(std::max(0, w * h * 4)));
     auto* p = static_cast<uint8_t*>(w * h > 0 ? a->At(0) : nullptr);
@@ -441,13 +558,19 @@ CScriptArray* CaptureScreenshot(Vec2& size) {
     for (int row = 0; row < h; ++row) {
         for (int col = 0; col < w; ++col) {
             uint8_t* px = p + 4 * (row * w + col);
-            px[0] = static_cast<uint8_t>((row + shift) & 0xFF);
-            px[1] = static_cast<uint8_t>((col * 2) & 0xFF);
-            px[2] = static_cast<uint8_t>(static_cast<int>(g_game.v * 4) & 0xFF);
+            const bool console = g_game.console_open && row < h / 4;
+            px[0] = console ? 255 : static_cast<uint8_t>((row + shift) & 0x7F);
+            px[1] = console ? 255 : static_cast<uint8_t>(col & 0x7F);
+            px[2] = console ? 255 : static_cast<uint8_t>(static_cast<int>(g_game.v * 2) & 0x7F);
             px[3] = 255;
         }
     }
     return a;
+}
+void FocusGameWindow() { HostLog("window focused"); }
+void ShowGameWindow() {
+    if (g_game.minimised) HostLog("window restored");
+    g_game.minimised = false;
 }
 
 unsigned StringGetLength(const std::string& s) { return static_cast<unsigned>(s.size()); }
@@ -465,140 +588,230 @@ void Check(int r, const char* what) {
     }
 }
 
+#define REG(call, what) Check((call), what)
+
+void RegisterEnumValues(asIScriptEngine* e, const char* name, const std::vector<std::pair<const char*, int>>& values) {
+    REG(e->RegisterEnum(name), name);
+    for (const auto& kv : values) REG(e->RegisterEnumValue(name, kv.first, kv.second), kv.first);
+}
+
+asUINT g_addon_functions = 0;  // global functions of the string/array add-ons, not part of the check
+
 void RegisterApi(asIScriptEngine* e) {
     RegisterStdString(e);
     RegisterScriptArray(e, true);
+    g_addon_functions = e->GetGlobalFunctionCount();
     // TMInterface spells lengths with a capital L.
-    Check(e->RegisterObjectMethod("array<T>", "uint get_Length() const property", asMETHOD(CScriptArray, GetSize),
-                                  asCALL_THISCALL), "array.Length");
-    Check(e->RegisterObjectMethod("string", "uint get_Length() const property", asFUNCTION(StringGetLength),
-                                  asCALL_CDECL_OBJLAST), "string.Length");
+    REG(e->RegisterObjectMethod("array<T>", "uint get_Length() const property", asMETHOD(CScriptArray, GetSize),
+                                asCALL_THISCALL), "array.Length");
+    REG(e->RegisterObjectMethod("string", "uint get_Length() const property", asFUNCTION(StringGetLength),
+                                asCALL_CDECL_OBJLAST), "string.Length");
 
-    Check(e->RegisterGlobalFunction("void log(const string &in)", asFUNCTION(ScriptLog), asCALL_CDECL), "log");
-    Check(e->RegisterGlobalFunction("void print(const string &in)", asFUNCTION(ScriptLog), asCALL_CDECL), "print");
+    RegisterEnumValues(e, "Severity", {{"Info", 0}, {"Success", 1}, {"Warning", 2}, {"Error", 3}});
+    RegisterEnumValues(e, "InputType", {{"None", -1}, {"Down", IT_DOWN}, {"Up", IT_UP}, {"Left", IT_LEFT},
+                                        {"Right", IT_RIGHT}, {"Steer", 4}, {"Gas", 5}, {"Respawn", 6},
+                                        {"GiveUp", 7}, {"Horn", 8}, {"FakeFinish", 9}});
+    RegisterEnumValues(e, "ExecuteCommandFlags", {{"None", 0}, {"AppendHistory", 1}, {"Echo", 2},
+                                                  {"SuppressOutput", 8}, {"Default", 3}});
+    RegisterEnumValues(e, "CommandListProcessOption", {{"OnlyParse", 0}, {"QueueAndExecute", 1},
+                                                       {"ExecuteImmediately", 2}});
+    RegisterEnumValues(e, "InputFormatFlags", {{"None", 0}, {"DecimalTime", 1}, {"SeperateRelease", 2}, {"Default", 4}});
 
-    Check(e->RegisterEnum("InputType"), "InputType");
-    e->RegisterEnumValue("InputType", "Left", IT_LEFT);
-    e->RegisterEnumValue("InputType", "Right", IT_RIGHT);
-    e->RegisterEnumValue("InputType", "Up", IT_UP);
-    e->RegisterEnumValue("InputType", "Down", IT_DOWN);
+    REG(e->RegisterGlobalFunction("void log(const string &in str, Severity severity = Severity::Info)",
+                                  asFUNCTION(ScriptLog), asCALL_CDECL), "log");
+    REG(e->RegisterGlobalFunction("void print(const string &in str, Severity severity = Severity::Info)",
+                                  asFUNCTION(ScriptLog), asCALL_CDECL), "print");
 
     e->SetDefaultNamespace("TM");
-    Check(e->RegisterEnum("GameState"), "TM::GameState");
-    e->RegisterEnumValue("GameState", "StartUp", GS_STARTUP);
-    e->RegisterEnumValue("GameState", "Menus", GS_MENUS);
-    e->RegisterEnumValue("GameState", "LocalRace", GS_RACE);
+    RegisterEnumValues(e, "GameState", {{"None", 0}, {"StartUp", GS_STARTUP}, {"Menus", GS_MENUS},
+                                        {"LocalRace", GS_RACE}, {"LocalRaceEndDialog", GS_RACE_END_DIALOG}});
+    REG(e->RegisterObjectType("PlayerInfo", 0, asOBJ_REF | asOBJ_NOCOUNT), "TM::PlayerInfo");
+    REG(e->RegisterObjectProperty("PlayerInfo", "bool RaceFinished", asOFFSET(PlayerInfo, race_finished)), "RaceFinished");
+    REG(e->RegisterObjectProperty("PlayerInfo", "int RaceTime", asOFFSET(PlayerInfo, race_time)), "RaceTime");
+    REG(e->RegisterObjectType("InputEventBuffer", 0, asOBJ_REF | asOBJ_NOCOUNT), "TM::InputEventBuffer");
+    REG(e->RegisterObjectMethod("InputEventBuffer",
+                                "string ToCommandsText(InputFormatFlags flags = InputFormatFlags::Default)",
+                                asMETHOD(InputEventBuffer, ToCommandsText), asCALL_THISCALL), "ToCommandsText");
+    REG(e->RegisterObjectMethod("InputEventBuffer", "uint get_Length() property", asMETHOD(InputEventBuffer, Length),
+                                asCALL_THISCALL), "InputEventBuffer.Length");
+    REG(e->RegisterObjectMethod("InputEventBuffer", "void Clear()", asMETHOD(InputEventBuffer, Clear), asCALL_THISCALL),
+        "InputEventBuffer.Clear");
     e->SetDefaultNamespace("");
 
     e->SetDefaultNamespace("Time");
-    Check(e->RegisterGlobalFunction("uint get_Now() property", asFUNCTION(NowMs), asCALL_CDECL), "Time::Now");
+    REG(e->RegisterGlobalFunction("uint64 get_Now() property", asFUNCTION(NowMs), asCALL_CDECL), "Time::Now");
     e->SetDefaultNamespace("");
 
-    Check(e->RegisterObjectType("vec2", sizeof(Vec2), asOBJ_VALUE | asOBJ_POD | asOBJ_APP_CLASS | asOBJ_APP_CLASS_ALLFLOATS), "vec2");
-    e->RegisterObjectBehaviour("vec2", asBEHAVE_CONSTRUCT, "void f()", asFUNCTION(Vec2Default), asCALL_CDECL_OBJLAST);
-    e->RegisterObjectBehaviour("vec2", asBEHAVE_CONSTRUCT, "void f(float, float)", asFUNCTION(Vec2Init),
-                               asCALL_CDECL_OBJLAST);
-    e->RegisterObjectProperty("vec2", "float x", asOFFSET(Vec2, x));
-    e->RegisterObjectProperty("vec2", "float y", asOFFSET(Vec2, y));
+    REG(e->RegisterObjectType("vec2", sizeof(Vec2), asOBJ_VALUE | asOBJ_POD | asOBJ_APP_CLASS | asOBJ_APP_CLASS_ALLFLOATS),
+        "vec2");
+    REG(e->RegisterObjectBehaviour("vec2", asBEHAVE_CONSTRUCT, "void f()", asFUNCTION(Vec2Default), asCALL_CDECL_OBJLAST),
+        "vec2()");
+    REG(e->RegisterObjectBehaviour("vec2", asBEHAVE_CONSTRUCT, "void f(float x, float y)", asFUNCTION(Vec2Init),
+                                   asCALL_CDECL_OBJLAST), "vec2(x, y)");
+    REG(e->RegisterObjectProperty("vec2", "float x", asOFFSET(Vec2, x)), "vec2.x");
+    REG(e->RegisterObjectProperty("vec2", "float y", asOFFSET(Vec2, y)), "vec2.y");
 
     e->SetDefaultNamespace("Graphics");
-    Check(e->RegisterGlobalFunction("array<uint8>@ CaptureScreenshot(vec2 &inout)", asFUNCTION(CaptureScreenshot),
-                                    asCALL_CDECL), "CaptureScreenshot");
+    REG(e->RegisterGlobalFunction("array<uint8>@ CaptureScreenshot(vec2 &inout size)", asFUNCTION(CaptureScreenshot),
+                                  asCALL_CDECL), "CaptureScreenshot");
+    REG(e->RegisterGlobalFunction("void FocusGameWindow()", asFUNCTION(FocusGameWindow), asCALL_CDECL), "FocusGameWindow");
+    REG(e->RegisterGlobalFunction("void ShowGameWindow()", asFUNCTION(ShowGameWindow), asCALL_CDECL), "ShowGameWindow");
     e->SetDefaultNamespace("");
 
     e->SetDefaultNamespace("Net");
-    Check(e->RegisterObjectType("Socket", 0, asOBJ_REF), "Net::Socket");
-    e->RegisterObjectBehaviour("Socket", asBEHAVE_FACTORY, "Socket@ f()", asFUNCTION(SocketFactory), asCALL_CDECL);
-    e->RegisterObjectBehaviour("Socket", asBEHAVE_ADDREF, "void f()", asMETHOD(Socket, AddRef), asCALL_THISCALL);
-    e->RegisterObjectBehaviour("Socket", asBEHAVE_RELEASE, "void f()", asMETHOD(Socket, Release), asCALL_THISCALL);
-    e->RegisterObjectMethod("Socket", "bool Listen(const string &in, uint16)", asMETHOD(Socket, Listen), asCALL_THISCALL);
-    e->RegisterObjectMethod("Socket", "Socket@ Accept(uint)", asMETHOD(Socket, Accept), asCALL_THISCALL);
-    e->RegisterObjectMethod("Socket", "uint get_Available() property", asMETHOD(Socket, Available), asCALL_THISCALL);
-    e->RegisterObjectMethod("Socket", "string get_RemoteIP() const property", asMETHOD(Socket, RemoteIP), asCALL_THISCALL);
-    e->RegisterObjectMethod("Socket", "int ReadInt32()", asMETHOD(Socket, ReadInt32), asCALL_THISCALL);
-    e->RegisterObjectMethod("Socket", "uint ReadUint32()", asMETHOD(Socket, ReadUint32), asCALL_THISCALL);
-    e->RegisterObjectMethod("Socket", "float ReadFloat()", asMETHOD(Socket, ReadFloat), asCALL_THISCALL);
-    e->RegisterObjectMethod("Socket", "uint8 ReadUint8()", asMETHOD(Socket, ReadUint8), asCALL_THISCALL);
-    e->RegisterObjectMethod("Socket", "array<uint8>@ ReadBytes(uint)", asMETHOD(Socket, ReadBytes), asCALL_THISCALL);
-    e->RegisterObjectMethod("Socket", "string ReadString(uint)", asMETHOD(Socket, ReadString), asCALL_THISCALL);
-    e->RegisterObjectMethod("Socket", "bool Write(int)", asMETHOD(Socket, WriteInt), asCALL_THISCALL);
-    e->RegisterObjectMethod("Socket", "bool Write(const array<uint8> &in)", asMETHOD(Socket, WriteBytes),
-                            asCALL_THISCALL);
+    REG(e->RegisterObjectType("Socket", 0, asOBJ_REF), "Net::Socket");
+    REG(e->RegisterObjectBehaviour("Socket", asBEHAVE_FACTORY, "Socket@ f()", asFUNCTION(SocketFactory), asCALL_CDECL),
+        "Socket()");
+    REG(e->RegisterObjectBehaviour("Socket", asBEHAVE_ADDREF, "void f()", asMETHOD(Socket, AddRef), asCALL_THISCALL), "a");
+    REG(e->RegisterObjectBehaviour("Socket", asBEHAVE_RELEASE, "void f()", asMETHOD(Socket, Release), asCALL_THISCALL), "r");
+    const std::vector<std::pair<const char*, asSFuncPtr>> socket_methods = {
+        {"bool Listen(const string &in host, uint16 port)", asMETHOD(Socket, Listen)},
+        {"Socket@ Accept(uint timeoutMs = 4294967295)", asMETHOD(Socket, Accept)},
+        {"uint get_Available() property", asMETHOD(Socket, Available)},
+        {"void set_NoDelay(bool value) property", asMETHOD(Socket, SetNoDelay)},
+        {"string get_RemoteIP() property", asMETHOD(Socket, RemoteIP)},
+        {"int ReadInt32()", asMETHOD(Socket, ReadInt32)},
+        {"uint ReadUint32()", asMETHOD(Socket, ReadUint32)},
+        {"float ReadFloat()", asMETHOD(Socket, ReadFloat)},
+        {"uint8 ReadUint8()", asMETHOD(Socket, ReadUint8)},
+        {"array<uint8>@ ReadBytes(uint bytes)", asMETHOD(Socket, ReadBytes)},
+        {"string ReadString(uint bytes)", asMETHOD(Socket, ReadString)},
+        {"bool Write(int value)", asMETHOD(Socket, WriteInt)},
+        {"bool Write(uint value)", asMETHOD(Socket, WriteUint)},
+        {"bool Write(const array<uint8> &in data)", asMETHOD(Socket, WriteBytes)},
+        {"bool Write(const string &in data)", asMETHOD(Socket, WriteString)},
+    };
+    for (const auto& m : socket_methods) REG(e->RegisterObjectMethod("Socket", m.first, m.second, asCALL_THISCALL), m.first);
     e->SetDefaultNamespace("");
 
-    Check(e->RegisterObjectType("SimulationState", 0, asOBJ_REF), "SimulationState");
-    e->RegisterObjectBehaviour("SimulationState", asBEHAVE_FACTORY, "SimulationState@ f()", asFUNCTION(StateFactory),
-                               asCALL_CDECL);
-    e->RegisterObjectBehaviour("SimulationState", asBEHAVE_FACTORY, "SimulationState@ f(const array<uint8> &in)",
-                               asFUNCTION(StateFactoryFromArray), asCALL_CDECL);
-    e->RegisterObjectBehaviour("SimulationState", asBEHAVE_ADDREF, "void f()", asMETHOD(SimulationState, AddRef),
-                               asCALL_THISCALL);
-    e->RegisterObjectBehaviour("SimulationState", asBEHAVE_RELEASE, "void f()", asMETHOD(SimulationState, Release),
-                               asCALL_THISCALL);
-    e->RegisterObjectMethod("SimulationState", "array<uint8>@ ToArray() const", asMETHOD(SimulationState, ToArray),
-                            asCALL_THISCALL);
+    REG(e->RegisterObjectType("SimulationState", 0, asOBJ_REF), "SimulationState");
+    REG(e->RegisterObjectBehaviour("SimulationState", asBEHAVE_FACTORY, "SimulationState@ f()", asFUNCTION(StateFactory),
+                                   asCALL_CDECL), "SimulationState()");
+    REG(e->RegisterObjectBehaviour("SimulationState", asBEHAVE_FACTORY, "SimulationState@ f(const array<uint8> &in array)",
+                                   asFUNCTION(StateFactoryFromArray), asCALL_CDECL), "SimulationState(array)");
+    REG(e->RegisterObjectBehaviour("SimulationState", asBEHAVE_ADDREF, "void f()", asMETHOD(SimulationState, AddRef),
+                                   asCALL_THISCALL), "a");
+    REG(e->RegisterObjectBehaviour("SimulationState", asBEHAVE_RELEASE, "void f()", asMETHOD(SimulationState, Release),
+                                   asCALL_THISCALL), "r");
+    REG(e->RegisterObjectMethod("SimulationState", "array<uint8>@ ToArray()", asMETHOD(SimulationState, ToArray),
+                                asCALL_THISCALL), "ToArray");
 
-    Check(e->RegisterObjectType("TmPlayerInfo", 0, asOBJ_REF | asOBJ_NOCOUNT), "PlayerInfo");
-    e->RegisterObjectProperty("TmPlayerInfo", "bool RaceFinished", asOFFSET(PlayerInfo, race_finished));
+    REG(e->RegisterObjectType("SimulationManager", 0, asOBJ_REF | asOBJ_NOCOUNT), "SimulationManager");
+    const std::vector<std::pair<const char*, asSFuncPtr>> sim_methods = {
+        {"bool get_InRace() property", asMETHOD(SimulationManager, InRace)},
+        {"int get_RaceTime() property", asMETHOD(SimulationManager, RaceTime)},
+        {"int get_TickTime() property", asMETHOD(SimulationManager, TickTime)},
+        {"TM::PlayerInfo@ get_PlayerInfo() property", asMETHOD(SimulationManager, GetPlayerInfo)},
+        {"TM::InputEventBuffer@ get_InputEvents() property", asMETHOD(SimulationManager, GetInputEvents)},
+        {"void SetSpeed(float speed)", asMETHOD(SimulationManager, SetSpeed)},
+        {"void GiveUp()", asMETHOD(SimulationManager, GiveUp)},
+        {"void PreventSimulationFinish()", asMETHOD(SimulationManager, PreventSimulationFinish)},
+        {"SimulationState@ SaveState()", asMETHOD(SimulationManager, SaveState)},
+        {"void RewindToState(const SimulationState &in state, bool resetCamera = true)",
+         asMETHOD(SimulationManager, RewindToState)},
+        {"void ResetCamera()", asMETHOD(SimulationManager, ResetCamera)},
+        {"void SetInputState(InputType state, int value)", asMETHOD(SimulationManager, SetInputState)},
+    };
+    for (const auto& m : sim_methods) {
+        REG(e->RegisterObjectMethod("SimulationManager", m.first, m.second, asCALL_THISCALL), m.first);
+    }
+    REG(e->RegisterGlobalFunction("SimulationManager@ GetSimulationManager()", asFUNCTION(GetSimulationManager),
+                                  asCALL_CDECL), "GetSimulationManager");
 
-    Check(e->RegisterObjectType("SimulationManager", 0, asOBJ_REF | asOBJ_NOCOUNT), "SimulationManager");
-    e->RegisterObjectMethod("SimulationManager", "bool get_InRace() const property",
-                            asMETHOD(SimulationManager, InRace), asCALL_THISCALL);
-    e->RegisterObjectMethod("SimulationManager", "int get_RaceTime() const property",
-                            asMETHOD(SimulationManager, RaceTime), asCALL_THISCALL);
-    e->RegisterObjectMethod("SimulationManager", "int get_TickTime() const property",
-                            asMETHOD(SimulationManager, TickTime), asCALL_THISCALL);
-    e->RegisterObjectMethod("SimulationManager", "TmPlayerInfo@ get_PlayerInfo() property",
-                            asMETHOD(SimulationManager, GetPlayerInfo), asCALL_THISCALL);
-    e->RegisterObjectMethod("SimulationManager", "void SetSpeed(float)", asMETHOD(SimulationManager, SetSpeed),
-                            asCALL_THISCALL);
-    e->RegisterObjectMethod("SimulationManager", "void GiveUp()", asMETHOD(SimulationManager, GiveUp), asCALL_THISCALL);
-    e->RegisterObjectMethod("SimulationManager", "void PreventSimulationFinish()",
-                            asMETHOD(SimulationManager, PreventSimulationFinish), asCALL_THISCALL);
-    e->RegisterObjectMethod("SimulationManager", "SimulationState@ SaveState()", asMETHOD(SimulationManager, SaveState),
-                            asCALL_THISCALL);
-    e->RegisterObjectMethod("SimulationManager", "void RewindToState(const SimulationState &in, bool resetCamera = true)",
-                            asMETHOD(SimulationManager, RewindToState), asCALL_THISCALL);
-    e->RegisterObjectMethod("SimulationManager", "void ResetCamera()", asMETHOD(SimulationManager, ResetCamera),
-                            asCALL_THISCALL);
-    e->RegisterObjectMethod("SimulationManager", "void SetInputState(InputType, uint)",
-                            asMETHOD(SimulationManager, SetInputState), asCALL_THISCALL);
-    Check(e->RegisterGlobalFunction("SimulationManager@ GetSimulationManager()", asFUNCTION(GetSimulationManager),
-                                    asCALL_CDECL), "GetSimulationManager");
+    REG(e->RegisterFuncdef("void OnCustomCommand(int fromTime, int toTime, const string &in commandLine, "
+                           "const array<string> &in args)"), "funcdef OnCustomCommand");
+    REG(e->RegisterGlobalFunction("bool RegisterVariable(const string &in name, double defaultVal)",
+                                  asFUNCTION(RegisterVariableDouble), asCALL_CDECL), "RegisterVariable(double)");
+    REG(e->RegisterGlobalFunction("bool RegisterVariable(const string &in name, bool defaultVal)",
+                                  asFUNCTION(RegisterVariableBool), asCALL_CDECL), "RegisterVariable(bool)");
+    REG(e->RegisterGlobalFunction("bool RegisterVariable(const string &in name, const string &in defaultVal)",
+                                  asFUNCTION(RegisterVariableString), asCALL_CDECL), "RegisterVariable(string)");
+    REG(e->RegisterGlobalFunction("double GetVariableDouble(const string &in name)", asFUNCTION(GetVariableDouble),
+                                  asCALL_CDECL), "GetVariableDouble");
+    REG(e->RegisterGlobalFunction("void RegisterCustomCommand(const string &in name, const string &in description, "
+                                  "OnCustomCommand@ callback)", asFUNCTION(RegisterCustomCommand), asCALL_CDECL),
+        "RegisterCustomCommand");
+    REG(e->RegisterGlobalFunction("void ExecuteCommand(const string &in input, "
+                                  "ExecuteCommandFlags flags = ExecuteCommandFlags::Default)",
+                                  asFUNCTION(ExecuteCommand), asCALL_CDECL), "ExecuteCommand");
+    REG(e->RegisterGlobalFunction("void ToggleRaceInterface(bool visible)", asFUNCTION(ToggleRaceInterface), asCALL_CDECL),
+        "ToggleRaceInterface");
+    REG(e->RegisterGlobalFunction("TM::GameState GetCurrentGameState()", asFUNCTION(GetCurrentGameState), asCALL_CDECL),
+        "GetCurrentGameState");
 
-    Check(e->RegisterFuncdef("void CommandCallback(int, int, const string &in, const array<string> &in)"), "funcdef");
-    e->RegisterGlobalFunction("void RegisterVariable(const string &in, double)", asFUNCTION(RegisterVariableDouble),
-                              asCALL_CDECL);
-    e->RegisterGlobalFunction("void RegisterVariable(const string &in, bool)", asFUNCTION(RegisterVariableBool),
-                              asCALL_CDECL);
-    e->RegisterGlobalFunction("void RegisterVariable(const string &in, const string &in)",
-                              asFUNCTION(RegisterVariableString), asCALL_CDECL);
-    e->RegisterGlobalFunction("double GetVariableDouble(const string &in)", asFUNCTION(GetVariableDouble), asCALL_CDECL);
-    e->RegisterGlobalFunction("void RegisterCustomCommand(const string &in, const string &in, CommandCallback@)",
-                              asFUNCTION(RegisterCustomCommand), asCALL_CDECL);
-    e->RegisterGlobalFunction("void ExecuteCommand(const string &in)", asFUNCTION(ExecuteCommand), asCALL_CDECL);
-    e->RegisterGlobalFunction("void ToggleRaceInterface(bool)", asFUNCTION(ToggleRaceInterface), asCALL_CDECL);
-    e->RegisterGlobalFunction("TM::GameState GetCurrentGameState()", asFUNCTION(GetCurrentGameState), asCALL_CDECL);
+    REG(e->RegisterObjectType("CommandList", 0, asOBJ_REF), "CommandList");
+    REG(e->RegisterObjectBehaviour("CommandList", asBEHAVE_FACTORY, "CommandList@ f()", asFUNCTION(CommandListFactory),
+                                   asCALL_CDECL), "CommandList()");
+    REG(e->RegisterObjectBehaviour("CommandList", asBEHAVE_ADDREF, "void f()", asMETHOD(CommandList, AddRef),
+                                   asCALL_THISCALL), "a");
+    REG(e->RegisterObjectBehaviour("CommandList", asBEHAVE_RELEASE, "void f()", asMETHOD(CommandList, Release),
+                                   asCALL_THISCALL), "r");
+    REG(e->RegisterObjectMethod("CommandList", "string get_Content() property", asMETHOD(CommandList, GetContent),
+                                asCALL_THISCALL), "get_Content");
+    REG(e->RegisterObjectMethod("CommandList", "void set_Content(const string &in content) property",
+                                asMETHOD(CommandList, SetContent), asCALL_THISCALL), "set_Content");
+    REG(e->RegisterObjectMethod("CommandList",
+                                "void Process(CommandListProcessOption option = CommandListProcessOption::QueueAndExecute)",
+                                asMETHOD(CommandList, Process), asCALL_THISCALL), "Process");
 
-    Check(e->RegisterObjectType("CommandList", 0, asOBJ_REF), "CommandList");
-    e->RegisterObjectBehaviour("CommandList", asBEHAVE_FACTORY, "CommandList@ f()", asFUNCTION(CommandListFactory),
-                               asCALL_CDECL);
-    e->RegisterObjectBehaviour("CommandList", asBEHAVE_ADDREF, "void f()", asMETHOD(CommandList, AddRef), asCALL_THISCALL);
-    e->RegisterObjectBehaviour("CommandList", asBEHAVE_RELEASE, "void f()", asMETHOD(CommandList, Release),
-                               asCALL_THISCALL);
-    e->RegisterObjectProperty("CommandList", "string Content", asOFFSET(CommandList, content));
-    e->RegisterObjectMethod("CommandList", "bool Process()", asMETHOD(CommandList, Process), asCALL_THISCALL);
+    REG(e->RegisterObjectType("PluginInfo", 0, asOBJ_REF), "PluginInfo");
+    REG(e->RegisterObjectBehaviour("PluginInfo", asBEHAVE_FACTORY, "PluginInfo@ f()", asFUNCTION(PluginInfoFactory),
+                                   asCALL_CDECL), "PluginInfo()");
+    REG(e->RegisterObjectBehaviour("PluginInfo", asBEHAVE_ADDREF, "void f()", asMETHOD(PluginInfo, AddRef),
+                                   asCALL_THISCALL), "a");
+    REG(e->RegisterObjectBehaviour("PluginInfo", asBEHAVE_RELEASE, "void f()", asMETHOD(PluginInfo, Release),
+                                   asCALL_THISCALL), "r");
+    REG(e->RegisterObjectProperty("PluginInfo", "string Author", asOFFSET(PluginInfo, author)), "Author");
+    REG(e->RegisterObjectProperty("PluginInfo", "string Name", asOFFSET(PluginInfo, name)), "Name");
+    REG(e->RegisterObjectProperty("PluginInfo", "string Description", asOFFSET(PluginInfo, description)), "Description");
+    REG(e->RegisterObjectProperty("PluginInfo", "string Version", asOFFSET(PluginInfo, version)), "Version");
+}
 
-    Check(e->RegisterObjectType("PluginInfo", 0, asOBJ_REF), "PluginInfo");
-    e->RegisterObjectBehaviour("PluginInfo", asBEHAVE_FACTORY, "PluginInfo@ f()", asFUNCTION(PluginInfoFactory),
-                               asCALL_CDECL);
-    e->RegisterObjectBehaviour("PluginInfo", asBEHAVE_ADDREF, "void f()", asMETHOD(PluginInfo, AddRef), asCALL_THISCALL);
-    e->RegisterObjectBehaviour("PluginInfo", asBEHAVE_RELEASE, "void f()", asMETHOD(PluginInfo, Release),
-                               asCALL_THISCALL);
-    e->RegisterObjectProperty("PluginInfo", "string Author", asOFFSET(PluginInfo, author));
-    e->RegisterObjectProperty("PluginInfo", "string Name", asOFFSET(PluginInfo, name));
-    e->RegisterObjectProperty("PluginInfo", "string Description", asOFFSET(PluginInfo, description));
-    e->RegisterObjectProperty("PluginInfo", "string Version", asOFFSET(PluginInfo, version));
+// Prints what RegisterApi registered (add-on string/array methods excepted), one per line:
+//   FUNC <ns>|<decl>   METHOD <type>|<decl>   PROP <type>|<decl>   ENUM <ns::enum>|<name>=<value>   FUNCDEF <decl>
+// Factories print as METHOD <type>|<type>@ <type>(params), i.e. the constructor's parameters.
+std::string Ns(const char* ns) { return ns && *ns ? std::string(ns) : std::string(""); }
+
+void DumpApi(asIScriptEngine* e) {
+    for (asUINT i = g_addon_functions; i < e->GetGlobalFunctionCount(); ++i) {
+        asIScriptFunction* f = e->GetGlobalFunctionByIndex(i);
+        std::printf("FUNC %s|%s\n", Ns(f->GetNamespace()).c_str(), f->GetDeclaration(false, false, false));
+    }
+    for (asUINT i = 0; i < e->GetObjectTypeCount(); ++i) {
+        asITypeInfo* t = e->GetObjectTypeByIndex(i);
+        std::string name = Ns(t->GetNamespace()).empty() ? t->GetName() : Ns(t->GetNamespace()) + "::" + t->GetName();
+        const bool addon = name == "string" || name == "array";
+        for (asUINT j = 0; j < t->GetMethodCount(); ++j) {
+            asIScriptFunction* m = t->GetMethodByIndex(j);
+            if (addon && std::string(m->GetName()) != "get_Length") continue;
+            std::printf("METHOD %s|%s\n", name.c_str(), m->GetDeclaration(false, false, false));
+        }
+        for (asUINT j = 0; j < t->GetPropertyCount(); ++j) {
+            std::printf("PROP %s|%s\n", name.c_str(), t->GetPropertyDeclaration(j, false));
+        }
+        for (asUINT j = 0; j < t->GetFactoryCount() && !addon; ++j) {
+            std::printf("CTOR %s|%s\n", name.c_str(), t->GetFactoryByIndex(j)->GetDeclaration(false, false, false));
+        }
+        for (asUINT j = 0; j < t->GetBehaviourCount() && !addon; ++j) {
+            asEBehaviours b;
+            asIScriptFunction* f = t->GetBehaviourByIndex(j, &b);
+            if (b == asBEHAVE_CONSTRUCT) std::printf("CTOR %s|%s\n", name.c_str(), f->GetDeclaration(false, false, false));
+        }
+    }
+    for (asUINT i = 0; i < e->GetEnumCount(); ++i) {
+        asITypeInfo* t = e->GetEnumByIndex(i);
+        std::string name = Ns(t->GetNamespace()).empty() ? t->GetName() : Ns(t->GetNamespace()) + "::" + t->GetName();
+        for (asUINT j = 0; j < t->GetEnumValueCount(); ++j) {
+            int value = 0;
+            const char* n = t->GetEnumValueByIndex(j, &value);
+            std::printf("ENUM %s|%s=%d\n", name.c_str(), n, value);
+        }
+    }
+    for (asUINT i = 0; i < e->GetFuncdefCount(); ++i) {
+        asITypeInfo* t = e->GetFuncdefByIndex(i);
+        if (t->GetParentType() != nullptr) continue;  // add-on callbacks (array's less-than)
+        std::printf("FUNCDEF %s\n", t->GetFuncdefSignature()->GetDeclaration(false, false, false));
+    }
 }
 
 // ------------------------------------------------------------------ calling the plugin
@@ -660,6 +873,13 @@ std::vector<std::string> Split(const std::string& s) {
     return out;
 }
 
+void StartRaceOnLoadedMap() {
+    g_game.loading = false;
+    g_game.in_race = true;
+    g_game.ResetCar();
+    SetGameState(GS_RACE);
+}
+
 void RunCommand(const std::string& line) {
     auto args = Split(line);
     if (args.empty()) return;
@@ -675,10 +895,19 @@ void RunCommand(const std::string& line) {
         while (!path.empty() && (path.front() == ' ' || path.front() == '"')) path.erase(path.begin());
         while (!path.empty() && (path.back() == ' ' || path.back() == '"')) path.pop_back();
         g_game.map = path;
-        g_game.in_race = true;
-        g_game.ResetCar();
+        auto cps = g_game.map_checkpoints.find(path);
+        if (cps != g_game.map_checkpoints.end()) g_game.checkpoints = cps->second;
         HostLog("map loaded: " + path);
-        SetGameState(GS_RACE);
+        g_game.in_race = false;
+        if (g_game.map_load_ms > 0) {
+            g_game.loading = true;
+            g_game.loading_until = NowMs() + static_cast<uint64_t>(g_game.map_load_ms);
+        } else {
+            StartRaceOnLoadedMap();
+        }
+    } else if (cmd == "toggle_console") {
+        g_game.console_open = !g_game.console_open;
+        HostLog(std::string("console ") + (g_game.console_open ? "opened" : "closed"));
     } else if (g_custom_commands.count(cmd)) {
         asIScriptFunction* f = g_custom_commands[cmd];
         CScriptArray* argv = CScriptArray::Create(g_engine->GetTypeInfoByDecl("array<string>"), asUINT(0));
@@ -690,7 +919,7 @@ void RunCommand(const std::string& line) {
         g_ctx->SetArgObject(3, argv);
         Run(f);
         argv->Release();
-    }  // cam, toggle_console... have no effect here
+    }  // cam... have no effect here
 }
 
 void ProcessCommands() {
@@ -699,6 +928,15 @@ void ProcessCommands() {
         g_command_queue.pop_front();
         RunCommand(c);
     }
+}
+
+// A finish that nothing undid ends the race: end dialog, no more simulation.
+void EndRace() {
+    g_game.finished = true;
+    g_game.player.race_finished = true;
+    g_game.in_race = false;
+    HostLog("race finished: end dialog");
+    SetGameState(GS_RACE_END_DIALOG);
 }
 
 // One physics tick: RUN_STEP callback, physics, checkpoint callbacks.
@@ -714,12 +952,13 @@ void Tick() {
         const int target = static_cast<int>(g_game.checkpoints.size());
         g_game.prevent_finish = false;
         CallCountChanged(g_cb.cp_changed, current, target);
-        if (current == target) {
-            if (g_game.prevent_finish) {
-                g_game.cp_times.pop_back();  // as in the game: the finish does not count, the race goes on
+        // The game decides after the callback, from its checkpoint times (a rewind may have changed them).
+        if (current == target && static_cast<int>(g_game.cp_times.size()) == target) {
+            if (g_game.prevent_finish && g_game.prevent_finish_works) {
+                g_game.cp_times.pop_back();  // as in a simulation context: the finish does not count
+                g_game.next_cp = g_game.cp_times.size();
             } else {
-                g_game.finished = true;
-                g_game.player.race_finished = true;
+                EndRace();
             }
         }
     }
@@ -731,22 +970,66 @@ int main(int argc, char** argv) {
     std::string plugin_path, config;
     double max_seconds = 60.0;
     int startup_ms = 100;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        std::string k = argv[i], v = argv[i + 1];
+    int pre_config_renders = 3;
+    bool strict_enum_scope = true;
+    bool dump_api = false;
+    for (int i = 1; i < argc; i += 2) {
+        std::string k = argv[i];
+        if (k == "--dump-api") {
+            dump_api = true;
+            i -= 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            std::fprintf(stderr, "option %s needs a value\n", k.c_str());
+            return 2;
+        }
+        std::string v = argv[i + 1];
         if (k == "--plugin") plugin_path = v;
         else if (k == "--config") config = v;
         else if (k == "--max-seconds") max_seconds = std::atof(v.c_str());
         else if (k == "--startup-ms") startup_ms = std::atoi(v.c_str());
         else if (k == "--countdown-ms") g_game.countdown_ms = std::atoi(v.c_str());
-        else if (k == "--checkpoints") {
+        else if (k == "--strict-enum-scope") strict_enum_scope = v != "0";
+        else if (k == "--prevent-finish-works") g_game.prevent_finish_works = v != "0";
+        else if (k == "--minimised") g_game.minimised = v != "0";
+        else if (k == "--lose-input-every") g_game.lose_input_every = std::atoi(v.c_str());
+        else if (k == "--map-load-ms") g_game.map_load_ms = std::atoi(v.c_str());
+        else if (k == "--pre-config-renders") pre_config_renders = std::atoi(v.c_str());
+        else if (k == "--process-name") prctl(PR_SET_NAME, v.c_str(), 0, 0, 0);
+        else if (k == "--saved-variables") {
+            for (const auto& kv : SplitOn(v, ',')) {
+                const auto eq = kv.find('=');
+                if (eq != std::string::npos) g_saved_variables[kv.substr(0, eq)] = kv.substr(eq + 1);
+            }
+        } else if (k == "--checkpoints") {
             g_game.checkpoints.clear();
-            std::stringstream ss(v);
-            std::string item;
-            while (std::getline(ss, item, ',')) g_game.checkpoints.push_back(std::atof(item.c_str()));
+            for (const auto& item : SplitOn(v, ',')) g_game.checkpoints.push_back(std::atof(item.c_str()));
+        } else if (k == "--map-checkpoints") {  // "mapA=8,20;mapB=12,30"
+            for (const auto& entry : SplitOn(v, ';')) {
+                const auto eq = entry.find('=');
+                if (eq == std::string::npos) continue;
+                std::vector<double> cps;
+                for (const auto& item : SplitOn(entry.substr(eq + 1), ',')) cps.push_back(std::atof(item.c_str()));
+                g_game.map_checkpoints[entry.substr(0, eq)] = cps;
+            }
         } else {
             std::fprintf(stderr, "unknown option %s\n", k.c_str());
             return 2;
         }
+    }
+
+    g_engine = asCreateScriptEngine();
+    g_engine->SetMessageCallback(asFUNCTION(MessageCallback), nullptr, asCALL_CDECL);
+    // TMInterface's documented API passes value types by &inout (CaptureScreenshot(vec2 &inout)).
+    g_engine->SetEngineProperty(asEP_ALLOW_UNSAFE_REFERENCES, true);
+    // Strict mode: enum values must name their enum (MessageType::CSetSpeed), as other public plugins write them.
+    g_engine->SetEngineProperty(asEP_REQUIRE_ENUM_SCOPE, strict_enum_scope);
+    RegisterApi(g_engine);
+    if (dump_api) {
+        DumpApi(g_engine);
+        g_engine->ShutDownAndRelease();
+        return 0;
     }
     if (plugin_path.empty()) {
         std::fprintf(stderr, "usage: %s --plugin FILE.as [--config \"set custom_port N\"] ...\n", argv[0]);
@@ -759,12 +1042,6 @@ int main(int argc, char** argv) {
     }
     std::stringstream source;
     source << file.rdbuf();
-
-    g_engine = asCreateScriptEngine();
-    g_engine->SetMessageCallback(asFUNCTION(MessageCallback), nullptr, asCALL_CDECL);
-    // TMInterface's documented API passes value types by &inout (CaptureScreenshot(vec2 &inout)).
-    g_engine->SetEngineProperty(asEP_ALLOW_UNSAFE_REFERENCES, true);
-    RegisterApi(g_engine);
     asIScriptModule* mod = g_engine->GetModule("plugin", asGM_ALWAYS_CREATE);
     mod->AddScriptSection(plugin_path.c_str(), source.str().c_str(), source.str().size());
     if (mod->Build() < 0) {
@@ -790,22 +1067,25 @@ int main(int argc, char** argv) {
     }
     CallNoArg(g_cb.info);  // required by TMInterface, called before Main
     CallNoArg(g_cb.main);
-    for (const std::string& c : Split(config).empty() ? std::vector<std::string>{} : std::vector<std::string>{config}) {
-        RunCommand(c);  // the launch's /configstring runs before the plugin's queued command lists
+    // The game renders frames before the launch's /configstring has been processed.
+    for (int i = 0; i < pre_config_renders; ++i) CallNoArg(g_cb.render);
+    if (!Split(config).empty()) {
+        RunCommand(config);  // the launch's /configstring runs before the plugin's queued command lists
     }
     ProcessCommands();
 
     const double deadline_ms = max_seconds * 1000.0;
     bool startup_done = false;
     while (NowMs() < deadline_ms) {
-        if (!startup_done && NowMs() >= static_cast<unsigned>(startup_ms)) {
+        if (!startup_done && NowMs() >= static_cast<uint64_t>(startup_ms)) {
             startup_done = true;
             SetGameState(GS_MENUS);
         }
         ProcessCommands();
+        if (g_game.loading && NowMs() >= g_game.loading_until) StartRaceOnLoadedMap();
         if (g_game.in_race && g_game.speed > 0) {
             const int ticks = std::max(1, static_cast<int>(std::lround(g_game.speed)));
-            for (int i = 0; i < ticks && g_game.speed > 0; ++i) {
+            for (int i = 0; i < ticks && g_game.speed > 0 && g_game.in_race; ++i) {
                 Tick();
                 ProcessCommands();
             }

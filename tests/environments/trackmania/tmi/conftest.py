@@ -130,12 +130,15 @@ class HostProcess:
 
 
 def start_host(binary: Path, *, plugin: Path = PLUGIN, checkpoints: str = "8,20", max_seconds: float = 60.0,
-               config: str | None = None, startup_ms: int = 50) -> HostProcess:
-    """Start the host on a free port and wait until the plugin listens (or fails to compile)."""
-    port = free_port()
+               config: str | None = None, startup_ms: int = 50, extra: list[str] | None = None,
+               port: int | None = None) -> HostProcess:
+    """Start the host (on a free port unless ``port``) and wait until the plugin listens (or fails to
+    compile). ``extra``: more host options (see tmi_test_host.cpp)."""
+    port = port or free_port()
     popen = subprocess.Popen(
         [str(binary), "--plugin", str(plugin), "--config", config if config is not None else f"set custom_port {port}",
-         "--checkpoints", checkpoints, "--max-seconds", str(max_seconds), "--startup-ms", str(startup_ms)],
+         "--checkpoints", checkpoints, "--max-seconds", str(max_seconds), "--startup-ms", str(startup_ms),
+         *(extra or [])],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -164,16 +167,19 @@ def start_host(binary: Path, *, plugin: Path = PLUGIN, checkpoints: str = "8,20"
 
 @pytest.fixture
 def host_launcher(tmi_host_binary):
-    """``launcher(port)`` that starts the plugin in the test host; hosts are killed after the test."""
+    """``launcher(port)`` that starts the plugin in the test host; hosts are killed after the test.
+
+    ``launch.options`` (a dict of :func:`start_host` keywords) applies to every later launch."""
     hosts: list[HostProcess] = []
 
     def launch(_port: int) -> HostProcess:
-        host = start_host(tmi_host_binary)
+        host = start_host(tmi_host_binary, **launch.options)  # type: ignore[attr-defined]
         hosts.append(host)
         assert any(l.startswith("LISTENING") for l in host.stdout_lines), host.stdout_lines + [host.stderr_text]
         return host
 
     launch.hosts = hosts  # type: ignore[attr-defined]
+    launch.options = {}  # type: ignore[attr-defined]
     yield launch
     for h in hosts:
         h.terminate()

@@ -14,6 +14,11 @@ more is sent), ``drop_at_ms`` (the connection is closed at that race time; the s
 again), ``behaviour="silent"`` (accepts and never speaks), ``behaviour="raw"`` (sends ``raw_bytes``
 and closes). Each fault fires once. The server stops by itself after ``max_lifetime_s``.
 
+As in the game (and the plugin test host), ``PreventSimulationFinish`` does nothing in a normal race
+unless ``prevent_finish_works=True``: a finish that is not undone (by rewinding, inside the finish's
+checkpoint message, to a state whose last checkpoint time is -1) ends the race, and the game then
+runs no more simulation steps. ``speeds`` records every speed the client set.
+
 A server object is also a ``GameProcess`` (``port``, ``is_alive()``, ``terminate()``), so a test
 launcher can simply return a new server.
 """
@@ -78,6 +83,7 @@ class FakeGameServer:
         behaviour: str = "normal",
         raw_bytes: bytes = b"",
         max_lifetime_s: float = 30.0,
+        prevent_finish_works: bool = False,
     ) -> None:
         self.checkpoints = tuple(float(c) for c in checkpoints)
         self.countdown_ms = countdown_ms
@@ -87,13 +93,18 @@ class FakeGameServer:
         self.behaviour = behaviour
         self.raw_bytes = raw_bytes
         self.max_lifetime_s = max_lifetime_s
+        self.prevent_finish_works = prevent_finish_works
         # observable by tests
         self.commands: list[str] = []
         self.connections = 0
         self.drops: list[str] = []
         self.frames_sent = 0
         self.rewinds = 0
+        self.start_rewinds = 0  # rewinds to a state at race time 0 or earlier (a new race)
         self.give_ups = 0
+        self.speeds: list[float] = []
+        self.input_commands = 0
+        self.races_ended = 0  # finishes that nothing undid (end screen)
         # game state
         self.in_menus = True
         self.in_race = False
@@ -244,6 +255,7 @@ class FakeGameServer:
             return  # an echo of something else: ignored, like the plugin
         if mid == M.C_SET_SPEED:
             self.speed = max(0.0, struct.unpack("<f", self._recv_exact(4, deadline))[0])
+            self.speeds.append(self.speed)
         elif mid == M.C_REWIND_TO_STATE:
             n = i32()
             if not 0 <= n <= _MAX_PAYLOAD:
@@ -255,6 +267,7 @@ class FakeGameServer:
                                 float(car.linear_velocity[2]), False, list(car.checkpoint_times_ms),
                                 len(car.checkpoint_times_ms))
                 self.rewinds += 1
+                self.start_rewinds += int(car.race_time_ms <= 0)
                 self.inputs_text = ""
         elif mid == M.C_REWIND_TO_CURRENT_STATE:
             pass
@@ -263,6 +276,7 @@ class FakeGameServer:
             self._send(struct.pack("<i", len(blob)) + blob)
         elif mid == M.C_SET_INPUT_STATE:
             keys = [b > 0 for b in self._recv_exact(4, deadline)]
+            self.input_commands += 1
             if self.in_race:
                 for name, old, new in zip(("left", "right", "up", "down"), self.keys, keys):
                     if old != new:
@@ -377,11 +391,15 @@ class FakeGameServer:
             self.prevent_finish = False
             self._send(struct.pack("<iii", M.SC_CHECKPOINT_COUNT_CHANGED_SYNC, current, target))
             self._wait_for(M.SC_CHECKPOINT_COUNT_CHANGED_SYNC)
-            if current == target:
-                if self.prevent_finish:
+            c = self.car  # a rewind inside the message replaces the car
+            if current == target and len(c.cp_times) == target:
+                if self.prevent_finish and self.prevent_finish_works:
                     c.cp_times.pop()
+                    c.next_cp = len(c.cp_times)
                 else:
                     c.finished = True
+                    self.in_race = False  # end screen: no more simulation steps
+                    self.races_ended += 1
 
     def _render(self) -> None:
         """One rendered frame: send the requested screenshot, if any, and wait for its echo."""

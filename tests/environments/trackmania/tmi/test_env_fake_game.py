@@ -115,7 +115,7 @@ def test_race_to_finish_terminates_on_the_games_checkpoint_count(make_env):
     assert launcher.servers[0].map == MAP
     env.reset(seed=2)  # second race: rewound to the saved start, same inputs -> same race time
     _, terminated, _, info2 = run_episode(env, ACTION_FORWARD_IDX)
-    assert terminated and info2["race_time_ms"] == info["race_time_ms"] and launcher.servers[0].rewinds == 1
+    assert terminated and info2["race_time_ms"] == info["race_time_ms"] and launcher.servers[0].start_rewinds == 1
 
 
 def test_observation_frame_and_floats_come_from_the_game(make_env):
@@ -149,7 +149,7 @@ def test_doing_nothing_is_cut_off_by_the_no_progress_rule(make_env):
     assert wait_until(lambda: server.timeout_ms == 5000), "the game must wait with the between-runs timeout"
     env.reset(seed=0)
     _, terminated, _, _ = run_episode(env, ACTION_FORWARD_IDX)
-    assert terminated and server.rewinds == 1 and len(launcher.servers) == 1
+    assert terminated and server.start_rewinds == 1 and len(launcher.servers) == 1
 
 
 def test_game_hang_mid_race_truncates_as_discarded_then_relaunches(make_env):
@@ -225,3 +225,53 @@ def test_rollout_discarded_is_the_backend_neutral_error():
     from environments.trackmania.tmi.game_instance_manager import RolloutDiscarded
 
     assert issubclass(RolloutDiscarded, RolloutDiscardedError)
+
+
+# ---------------------------------------------------------------------- backend options (issues 8 and 10)
+def test_running_speed_and_port_reach_the_game(fake_launcher, track, caplog):
+    """``backend_options={"port", "running_speed"}``: the manager uses that port, the game is driven at
+    that speed (and counts down at it), and a speed above TMInterface's safe 100 logs why."""
+    launcher = fake_launcher()
+    options = {"settings": TMISettings(), "launcher": launcher, "manager_options": FAST_MANAGER,
+               "port": 9123, "running_speed": 7}
+    env = TrackManiaEnv(fast_params(), track=track, backend="tmi", backend_options=options)
+    try:
+        assert env.backend.manager.port == 9123
+        env.reset(seed=0)
+        run_episode(env, ACTION_FORWARD_IDX)
+        server = launcher.servers[0]
+        assert 7.0 in server.speeds and "set countdown_speed 7" in server.commands
+        assert not [r for r in caplog.records if "running_speed" in r.getMessage()]
+    finally:
+        env.close()
+    with caplog.at_level("WARNING"):
+        fast = make_backend("tmi", fast_params(), settings=TMISettings(), running_speed=160)
+    assert fast.manager.config.running_speed == 160
+    assert any("input subsystem" in r.getMessage() and "160" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ValueError, match="running_speed"):
+        make_backend("tmi", fast_params(), settings=TMISettings(), running_speed=0)
+    with pytest.raises(ValueError, match="port"):
+        make_backend("tmi", fast_params(), settings=TMISettings(), port=70000)
+
+
+def test_start_timeout_is_a_generous_parameter(fake_launcher, track):
+    """Point 7: the start deadline defaults to 600 s, comes from TMI_START_TIMEOUT_S or the
+    ``start_timeout_s`` option, and bounds launch-to-race: a game that accepts only after 1.5 s
+    starts with 4 s and fails with 1 s."""
+    assert make_backend("tmi", fast_params(), settings=TMISettings()).manager.config.start_timeout_s == 600.0
+    from_env = make_backend("tmi", fast_params(), settings=TMISettings(start_timeout_s=900.0))
+    assert from_env.manager.config.start_timeout_s == 900.0 and from_env.manager.config.connect_timeout_s == 900.0
+    slow = {"startup_ms": 1500}
+    ok = make_backend("tmi", fast_params(), settings=TMISettings(), launcher=fake_launcher(**slow), start_timeout_s=4.0)
+    try:
+        car, _ = ok.start_race(MAP, seed=0)
+        assert car.race_time_ms == 0
+    finally:
+        ok.close()
+    short = make_backend("tmi", fast_params(), settings=TMISettings(), launcher=fake_launcher(**slow), start_timeout_s=1.0,
+                         manager_options={"max_start_attempts": 1})
+    try:
+        with pytest.raises(TMIStartError):
+            short.start_race(MAP, seed=0)
+    finally:
+        short.close()

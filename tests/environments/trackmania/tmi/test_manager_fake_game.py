@@ -43,12 +43,12 @@ def test_race_to_finish_then_rewound_second_race(fake_launcher, fast_config):
         assert final.finished and len(final.checkpoint_times_ms) == 2
         assert decode_state(final.state).position[2] >= 25.0
         server = launcher.servers[0]
-        assert server.give_ups == 1 and server.rewinds == 0 and server.map == MAP
+        assert server.give_ups == 1 and server.start_rewinds == 0 and server.map == MAP
 
         second = m.start_race(MAP)
         assert second.race_time_ms == 0 and decode_state(second.state).position[2] == 0.0
         steps2 = drive_to_finish(m)
-        assert server.rewinds == 1 and server.give_ups == 1, "the second race must rewind, not give up"
+        assert server.start_rewinds == 1 and server.give_ups == 1, "the second race must rewind, not give up"
         assert steps2[-1].race_time_ms == final.race_time_ms, "same inputs, same race: deterministic"
         assert len(launcher.servers) == 1
     finally:
@@ -95,7 +95,7 @@ def test_cut_off_then_new_race(fake_launcher, fast_config):
         r = m.start_race(MAP)
         assert r.race_time_ms == 0
         assert drive_to_finish(m)[-1].finished
-        assert launcher.servers[0].rewinds == 1
+        assert launcher.servers[0].start_rewinds == 1
     finally:
         m.close()
 
@@ -132,7 +132,7 @@ def test_dropped_connection_mid_race_reconnects(fake_launcher, fast_config):
         assert r.race_time_ms == 0
         assert drive_to_finish(m)[-1].finished
         server = launcher.servers[0]
-        assert m.launch_count == 1 and server.connections == 2 and server.rewinds == 1
+        assert m.launch_count == 1 and server.connections == 2 and server.start_rewinds == 1
     finally:
         m.close()
 
@@ -211,5 +211,69 @@ def test_game_sending_garbage_fails_cleanly(fake_launcher, fast_config, raw):
         # each attempt either reconnects (connection closed) or relaunches (protocol error)
         assert sum(s.connections for s in launcher.servers) == fast_config.max_start_attempts
         assert time.monotonic() - t0 < 10
+    finally:
+        m.close()
+
+
+def test_inputs_are_sent_at_every_action(fake_launcher, fast_config):
+    """Point 2: the same action held for a whole race still sends the inputs at every action."""
+    launcher = fake_launcher()
+    m = make_manager(launcher, fast_config)
+    try:
+        m.start_race(MAP)
+        steps = drive_to_finish(m)
+        # one release at race time 0, then one per action (the last step ends at the finish)
+        assert launcher.servers[0].input_commands == 1 + len(steps)
+    finally:
+        m.close()
+
+
+def test_finish_is_undone_by_rewinding_without_checkpoint_time(fake_launcher, fast_config):
+    """Point 3: at the finish the manager rewinds to the state with the finish time set to -1, so the
+    game (whose PreventSimulationFinish does nothing in a race) never shows its end screen."""
+    launcher = fake_launcher()
+    m = make_manager(launcher, fast_config)
+    try:
+        for _ in range(2):
+            m.start_race(MAP)
+            assert drive_to_finish(m)[-1].finished
+        server = launcher.servers[0]
+        assert server.races_ended == 0 and server.start_rewinds == 1 and server.rewinds >= 3
+    finally:
+        m.close()
+
+
+def test_personal_record_ghost_is_hidden_before_the_map_loads(fake_launcher, fast_config, tmp_path):
+    """Point 4: with TMI_USER_DATA_PATH set, the map's autosaved personal record is renamed *.bak
+    before the map loads (the game then shows no ghost); other maps' records stay."""
+    autosaves = tmp_path / "Tracks" / "Replays" / "Autosaves"
+    autosaves.mkdir(parents=True)
+    (autosaves / "rulka_bot_A01-Race.Replay.Gbx").write_bytes(b"ghost")
+    (autosaves / "rulka_bot_A02-Race.Replay.Gbx").write_bytes(b"other")
+    settings = TMISettings(account_name="rulka_bot", user_data_path=str(tmp_path))
+    m = GameInstanceManager(0, settings=settings, config=fast_config, launcher=fake_launcher())
+    try:
+        m.start_race(MAP)
+        assert sorted(p.name for p in autosaves.iterdir()) == [
+            "rulka_bot_A01-Race.Replay.Gbx.bak", "rulka_bot_A02-Race.Replay.Gbx"]
+    finally:
+        m.close()
+
+
+def test_console_toggled_once_per_launch_and_window_focused(fake_launcher, fast_config):
+    """Point 4: the first connection after a launch closes TMInterface's console and the first race
+    focuses the window; a relaunch does both again."""
+    launcher = fake_launcher()
+    m = make_manager(launcher, fast_config)
+    try:
+        m.start_race(MAP)
+        m.end_race()
+        m.start_race(MAP)
+        first = launcher.servers[0].commands
+        assert first.count("toggle_console") == 1 and first.count("rulka_focus_window") == 1
+        m._kill()
+        m.start_race(MAP)
+        second = launcher.servers[1].commands
+        assert second.count("toggle_console") == 1 and second.count("rulka_focus_window") == 1
     finally:
         m.close()

@@ -15,7 +15,15 @@ from environments.trackmania.backend import (
     CarState,
 )
 from environments.trackmania.tmi.materials import CONTACT_MATERIALS, MATERIAL_IDS, surface_groups
-from environments.trackmania.tmi.state import MIN_STATE_SIZE, StateDecodeError, decode_checkpoints, decode_state, encode_state
+from environments.trackmania.tmi.state import (
+    MIN_STATE_SIZE,
+    StateDecodeError,
+    check_wheel_order,
+    decode_checkpoints,
+    decode_state,
+    encode_state,
+    with_finish_unreached,
+)
 
 
 def make_car(**overrides) -> CarState:
@@ -81,8 +89,9 @@ def test_decoder_reads_the_documented_absolute_offsets():
     assert car.position.tolist() == [1, 2, 3] and car.linear_velocity.tolist() == [4, 5, 6]
     assert car.angular_velocity.tolist() == [7, 8, 9]
     assert (car.gearbox_state, car.gear, car.rpm, car.is_freewheeling) == (1, 4, 5000.0, True)
-    assert car.wheel_damper_absorb[2] == 0.125 and car.wheel_has_ground_contact.tolist() == [False, False, True, False]
-    assert car.wheel_surface_group[2] == SURFACE_GRASS and car.wheel_is_sliding[2]
+    # The blob's wheel 2 is the back-right wheel (API order FL, FR, BR, BL): CarState's wheel 3 (RR).
+    assert car.wheel_damper_absorb[3] == 0.125 and car.wheel_has_ground_contact.tolist() == [False, False, False, True]
+    assert car.wheel_surface_group[3] == SURFACE_GRASS and car.wheel_is_sliding[3]
     assert car.race_time_ms == 12340 and car.finished and car.checkpoint_times_ms == [700]
     assert decode_checkpoints(bytes(blob) + cp) == ([True, False], [700, -1, -1])
 
@@ -116,3 +125,49 @@ def test_contact_materials_table():
     assert groups["Ice"] == SURFACE_OTHER and groups["TurboRoulette"] == SURFACE_OTHER
     assert surface_groups(np.array([MATERIAL_IDS["Turbo2"], 0x10000 | 2, 31, 999])).tolist() == [
         SURFACE_TURBO, SURFACE_GRASS, SURFACE_OTHER, SURFACE_OTHER]
+
+
+# ---------------------------------------------------------------------- wheel order and the finish (issue 10)
+def api_order_blob(x_signs=(1, -1, -1, 1), steerable=(1, 1, 0, 0)) -> bytes:
+    """A state whose blob wheels follow the API (FL, FR, BR, BL): damper 0.1 * (blob index + 1)."""
+    blob = bytearray(encode_state(make_car()))
+    for b in range(4):
+        w = 3816 + 764 * b
+        struct.pack_into("<i", blob, w + 4, steerable[b])
+        struct.pack_into("<3f", blob, w + 168, 0.8 * x_signs[b], 0.0, 1.4 if b < 2 else -1.2)
+        struct.pack_into("<f", blob, w + 180, 0.1 * (b + 1))
+    return bytes(blob)
+
+
+def test_wheels_decode_from_the_api_order_to_fl_fr_rl_rr():
+    """Point 9: the blob's wheels are FL, FR, BR, BL (TMInterface's SimulationWheels); CarState's are
+    FL, FR, RL, RR everywhere (the simulator too), so RL is the blob's 4th wheel and RR its 3rd."""
+    car = decode_state(api_order_blob())
+    assert car.wheel_damper_absorb.tolist() == pytest.approx([0.1, 0.2, 0.4, 0.3])
+    assert check_wheel_order(api_order_blob()) is None
+    again = decode_state(encode_state(make_car()))  # encode writes the API order back
+    assert again.wheel_damper_absorb.tolist() == pytest.approx(make_car().wheel_damper_absorb.tolist())
+    assert check_wheel_order(encode_state(make_car())) is None
+
+
+def test_wheel_order_check_uses_steerable_flags_and_sides():
+    """A blob whose steerable flags or lateral offsets disagree with the API's order is reported."""
+    assert "steerable" in check_wheel_order(api_order_blob(steerable=(1, 0, 1, 0)))
+    assert "lateral" in check_wheel_order(api_order_blob(x_signs=(1, -1, 1, -1)))
+
+
+def test_simulator_uses_the_same_wheel_order():
+    """The simulator's wheels are FL, FR, RL, RR: front wheels first, left before right."""
+    from environments.trackmania.sim.car import _WHEEL_SIGNS
+
+    assert _WHEEL_SIGNS == ((1.0, 1.0), (1.0, -1.0), (-1.0, 1.0), (-1.0, -1.0))  # (forward, left) signs
+
+
+def test_finish_unreached_state_marks_the_last_checkpoint_time():
+    """Point 3: the rewind target at the finish is the same state with its last checkpoint time -1;
+    with no checkpoint time there is none (the manager then falls back to PreventSimulationFinish)."""
+    blob = encode_state(make_car(checkpoint_times_ms=[1500, 3980]))
+    unreached = with_finish_unreached(blob)
+    assert decode_checkpoints(unreached)[1] == [1500, -1] and len(unreached) == len(blob)
+    assert unreached[:8344] == blob[:8344]
+    assert with_finish_unreached(encode_state(make_car(checkpoint_times_ms=[]))) is None

@@ -56,16 +56,18 @@ def test_check_port_success_releases_the_plugin():
 
 # ---------------------------------------------------------------------- .inputs export
 def test_inputs_text_format():
-    """Held keys merge into 'start-end press key' ranges in TMInterface's seconds format."""
+    """Held keys merge into 'start-end press key' ranges in TMInterface's seconds format; action k's
+    keys apply from race time 10 + 50 k (the tick after the frame they were chosen from)."""
     text = actions_to_inputs_text([0, 0, 1, 3, 6, 11])
     assert text.splitlines() == [
-        "0.00-0.15 press up",
-        "0.10-0.15 press left",
-        "0.20 press down",
-        "0.25 press up",
-        "0.25 press right",
+        "0.01-0.16 press up",
+        "0.11-0.16 press left",
+        "0.21 press down",
+        "0.26 press up",
+        "0.26 press right",
     ]
-    assert actions_to_inputs_text([0, 3], time_format="ms") == "0-50 press up\n"
+    assert actions_to_inputs_text([0, 3], time_format="ms") == "10-60 press up\n"
+    assert actions_to_inputs_text([0, 3], time_format="ms", start_ms=0) == "0-50 press up\n"
     assert format_time(61230) == "61.23"
     with pytest.raises(ValueError):
         actions_to_inputs_text([12])
@@ -118,6 +120,21 @@ def test_env_file_parsing(tmp_path, monkeypatch):
     (tmp_path / "bad.env").write_text("TMI_BASE_PORT=eighty\n")
     with pytest.raises(SettingsError, match="TMI_BASE_PORT"):
         load_settings(tmp_path / "bad.env")
+
+
+def test_env_file_start_timeout_user_data_and_process_name(tmp_path, monkeypatch):
+    """TMI_START_TIMEOUT_S (seconds > 0), TMI_USER_DATA_PATH and TMI_GAME_PROCESS_NAME are read and checked."""
+    for key in ("TMI_START_TIMEOUT_S", "TMI_USER_DATA_PATH", "TMI_GAME_PROCESS_NAME"):
+        monkeypatch.delenv(key, raising=False)
+    env = tmp_path / ".env"
+    env.write_text("TMI_START_TIMEOUT_S=900\nTMI_USER_DATA_PATH=/data/TrackMania\nTMI_GAME_PROCESS_NAME=TmForever\n")
+    s = load_settings(env)
+    assert (s.start_timeout_s, s.user_data_path, s.game_process_name) == (900.0, "/data/TrackMania", "TmForever")
+    assert load_settings(None).start_timeout_s is None
+    for bad in ("soon", "0"):
+        env.write_text(f"TMI_START_TIMEOUT_S={bad}\n")
+        with pytest.raises(SettingsError, match="TMI_START_TIMEOUT_S"):
+            load_settings(env)
 
 
 def test_missing_settings_are_named():
