@@ -10,7 +10,6 @@ What it adds to :class:`~rulka.graph_manager.BasicRLGraphManager`:
 """
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,11 +28,7 @@ from rulka.config import ConfigError
 from rulka.graph_manager import BasicRLGraphManager
 from rulka.parameters import PresetValidationParameters
 
-log = logging.getLogger(__name__)
-
 SIM_PRESET_HINT = "rulka -p trackmania_iqn_sim (the same agent on the built-in simulator)"
-#: Highest game speed at which TMInterface applies inputs reliably (see warn_running_speed).
-SAFE_RUNNING_SPEED = 100
 
 
 @dataclass
@@ -104,7 +99,9 @@ class TrackManiaGraphManager(BasicRLGraphManager):
             if not Path(entry.reference_line_path).is_file():
                 raise ConfigError(f"map_cycle entry '{entry.short_name}': reference line not found at "
                                   f"'{entry.reference_line_path}'. On a machine without TrackMania use {SIM_PRESET_HINT}")
-        warn_running_speed(self.config.performance.running_speed)
+        from environments.trackmania.tmi.game_instance_manager import check_running_speed
+
+        check_running_speed(self.config.performance.running_speed)  # warns now, before any game starts
 
     def create(self, run_dir: str | Path | None, device: Any = "cpu", seed: int = 0,
                resume: bool = False) -> "TrackManiaGraphManager":
@@ -147,10 +144,3 @@ class TrackManiaGraphManager(BasicRLGraphManager):
         gm = checkpoints.load_checkpoint(path)["graph_manager"]
         self.race_log.load_state_dict(gm)
 
-
-def warn_running_speed(speed: float) -> None:
-    """Warn when the real game is asked to run faster than inputs are reliably applied."""
-    if speed > SAFE_RUNNING_SPEED:
-        log.warning("performance.running_speed = %s is above %s: TMInterface may then skip or delay inputs and the "
-                    "physics of a step may differ from real time; lower it if races look erratic", speed,
-                    SAFE_RUNNING_SPEED)

@@ -80,7 +80,8 @@ def test_agent_learns_from_the_mini_race_batch(prio_alpha):
 def test_test_buffer_is_sized_for_its_share():
     """The held-out buffer holds buffer_test_ratio of the capacity, not a second full-size buffer."""
     config = load_graph_manager("trackmania_iqn_uni").config
-    agent = agent_for(apply_overrides(config, overrides=["environment.backend=sim"]))
+    agent = agent_for(apply_overrides(config, overrides=["environment.backend=sim",
+                                                         "map_cycle.entries=[{short_name: s, map_path: short}]"]))
     assert agent.memory.capacity == 50_000
     assert agent.test_memory.capacity == 2_500
 
