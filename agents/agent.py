@@ -2,14 +2,22 @@
 
 An agent never touches an environment: a LevelManager hands it filtered observations and rewards
 and passes its actions on. A subclass implements only what differs: its networks
-(:meth:`create_networks`), how it computes Q-values for acting (:meth:`q_values`) and its update
-(:meth:`learn_from_batch`).
+(:meth:`create_networks`), how it computes Q-values for acting (:meth:`q_values`) and its loss
+(:meth:`compute_loss`). The base owns the memory, so it also owns what every memory needs:
+the priority updates of a prioritized memory (from the errors :meth:`compute_loss` returns),
+and the guard against non-finite losses (the batch is skipped, counted in the stats as
+``non_finite_losses``, and the run stops after :data:`MAX_CONSECUTIVE_NON_FINITE` in a row).
+
+Configuration read by name, beyond the standard sections: ``config.shaping_potential`` (optional,
+a :class:`memories.shaping.DistancePotential`): the memory then adds potential-based shaping
+``discount * phi(s') - phi(s)`` to every sampled transition.
 """
 from __future__ import annotations
 
 import abc
 import copy
 import random
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,11 +26,27 @@ from gymnasium import spaces
 from torch import nn
 
 from exploration_policies import EpsilonBoltzmann, ExplorationPolicy
-from memories.experience_replay import ExperienceReplay, SampledTransitions
-from memories.prioritized_replay import PrioritizedExperienceReplay
+from memories.replay import Replay, make_replay
+from memories.shaping import DistancePotential
 from rulka.core_types import ActionInfo, Counters, Observation, RunPhase, TransitionBatch
 from rulka.parameters import ExperimentConfig
 from rulka.schedules import Schedule
+
+#: Non-finite losses in a row after which training stops with an error.
+MAX_CONSECUTIVE_NON_FINITE = 20
+
+
+@dataclass
+class LossOutput:
+    """What :meth:`Agent.compute_loss` returns.
+
+    ``loss``: the scalar to minimise; ``priority_errors``: (B,) per-sample errors for a prioritized
+    memory (detached); ``stats``: scalars to log.
+    """
+
+    loss: torch.Tensor
+    priority_errors: torch.Tensor
+    stats: dict[str, float]
 
 
 class Agent(abc.ABC):
@@ -48,6 +72,8 @@ class Agent(abc.ABC):
         self.learning_started_at_transition: int | None = None
         self.transitions_sampled_at_learning_start = 0
         self.transitions_sampled_at_last_target_update = 0
+        self.non_finite_losses = 0  # batches skipped because their loss was NaN or infinite
+        self.consecutive_non_finite_losses = 0
         self.memory = self.create_memory(seed)
         self.exploration = self.create_exploration_policy(seed)
         self.online_network = self.create_networks().to(self.device)
@@ -63,26 +89,24 @@ class Agent(abc.ABC):
     def create_networks(self) -> nn.Module:
         """The online network (the target network is a copy)."""
 
-    #: The replay classes :meth:`create_memory` builds (uniform, and with ``prio_alpha > 0``).
-    memory_class: type[ExperienceReplay] = ExperienceReplay
-    prioritized_memory_class: type[ExperienceReplay] = PrioritizedExperienceReplay
-
     def memory_kwargs(self) -> dict[str, Any]:
-        """Extra keyword arguments of the memory classes (none here)."""
+        """Extra keyword arguments of :func:`memories.replay.make_replay` (none here)."""
         return {}
 
-    def create_memory(self, seed: int | None, capacity: int | None = None) -> ExperienceReplay:
-        """Uniform replay, or prioritized replay when ``memory.prio_alpha > 0``.
+    def shaping_potential(self) -> DistancePotential | None:
+        """The configuration's ``shaping_potential`` (None: no shaping)."""
+        return getattr(self.config, "shaping_potential", None)
+
+    def create_memory(self, seed: int | None, capacity: int | None = None, prioritized: bool = True) -> Replay:
+        """Uniform replay, or prioritized replay when ``memory.prio_alpha > 0`` (and ``prioritized``).
 
         ``capacity`` defaults to the current value of ``memory_size_schedule``.
         """
         capacity = capacity or self.memory_sizes()[0]
         t, m = self.config.training, self.config.memory
-        args = (self.observation_space, capacity, t.n_steps, t.discard_non_greedy_actions_in_nsteps, seed)
-        if m.prio_alpha > 0:
-            return self.prioritized_memory_class(*args, alpha=m.prio_alpha, epsilon=m.prio_epsilon,
-                                                 beta=m.prio_beta, **self.memory_kwargs())
-        return self.memory_class(*args, **self.memory_kwargs())
+        return make_replay(self.observation_space, capacity, t.n_steps, t.discard_non_greedy_actions_in_nsteps, seed,
+                           prio_alpha=m.prio_alpha if prioritized else 0.0, prio_epsilon=m.prio_epsilon,
+                           prio_beta=m.prio_beta, potential=self.shaping_potential(), **self.memory_kwargs())
 
     def create_exploration_policy(self, seed: int | None) -> ExplorationPolicy:
         e = self.config.exploration
@@ -173,30 +197,41 @@ class Agent(abc.ABC):
                 group["lr"] = self.learning_rate()
             batch = self.sample_batch()
             stats = self.learn_from_batch(batch)
-            self.counters.gradient_updates += 1
             self.counters.transitions_sampled += batch.size
             self.update_target_network_if_due()
         return stats
 
     def sample_batch(self) -> TransitionBatch:
-        return self.to_batch(self.memory.sample(self.config.training.batch_size, self.gamma()))
-
-    def to_batch(self, sampled: SampledTransitions) -> TransitionBatch:
-        tensor = lambda a: torch.from_numpy(a).to(self.device, non_blocking=True)  # noqa: E731
-        return TransitionBatch(
-            states={k: tensor(v) for k, v in sampled.states.items()},
-            actions=tensor(sampled.actions),
-            returns=tensor(sampled.returns),
-            discounts=tensor(sampled.discounts),
-            next_states={k: tensor(v) for k, v in sampled.next_states.items()},
-            weights=tensor(sampled.weights),
-            indices=sampled.indices,
-            clocks=sampled.clocks,
-        )
+        return self.memory.sample(self.config.training.batch_size, self.gamma(), self.device)
 
     @abc.abstractmethod
+    def compute_loss(self, batch: TransitionBatch) -> LossOutput:
+        """The loss of one batch, its per-sample priority errors and scalars to log."""
+
     def learn_from_batch(self, batch: TransitionBatch) -> dict[str, float]:
-        """One gradient update; returns scalars to log (at least ``loss``)."""
+        """One gradient update on ``batch`` and its priority update; returns scalars to log.
+
+        A non-finite loss skips the batch (no optimizer step, no priority update) and is counted;
+        :data:`MAX_CONSECUTIVE_NON_FINITE` of them in a row raise a RuntimeError.
+        """
+        out = self.compute_loss(batch)
+        loss = out.loss.detach()
+        if not bool(torch.isfinite(loss)):
+            self.non_finite_losses += 1
+            self.consecutive_non_finite_losses += 1
+            if self.consecutive_non_finite_losses >= MAX_CONSECUTIVE_NON_FINITE:
+                raise RuntimeError(
+                    f"the loss was NaN or infinite in {self.consecutive_non_finite_losses} batches in a row "
+                    f"({self.non_finite_losses} in all since the start): training cannot go on. Likely fixes: a "
+                    f"lower learning rate (training.lr_schedule), a lower neural_network.clip_grad_norm, "
+                    f"rewards of a smaller magnitude, or finite observations (check the environment).")
+            return {**out.stats, "loss": float(loss), "non_finite_losses": float(self.non_finite_losses)}
+        self.consecutive_non_finite_losses = 0
+        grad_norm = self.optimize(out.loss)
+        self.counters.gradient_updates += 1
+        self.memory.update_priorities(batch, out.priority_errors)
+        return {**out.stats, "loss": float(loss), "grad_norm": grad_norm,
+                "non_finite_losses": float(self.non_finite_losses)}
 
     def optimize(self, loss: torch.Tensor) -> float:
         """Backward, clip the gradient norm then each value, step, multiplicative weight decay."""
@@ -238,6 +273,7 @@ class Agent(abc.ABC):
             "learning_started_at_transition": self.learning_started_at_transition,
             "transitions_sampled_at_learning_start": self.transitions_sampled_at_learning_start,
             "transitions_sampled_at_last_target_update": self.transitions_sampled_at_last_target_update,
+            "non_finite_losses": self.non_finite_losses,
             "exploration_rng": self.exploration.rng.bit_generator.state,
             "memory_rng": self.memory.rng.bit_generator.state,
             "torch_rng": torch.get_rng_state(),
@@ -256,6 +292,7 @@ class Agent(abc.ABC):
         self.learning_started_at_transition = state["learning_started_at_transition"]
         self.transitions_sampled_at_learning_start = state["transitions_sampled_at_learning_start"]
         self.transitions_sampled_at_last_target_update = state["transitions_sampled_at_last_target_update"]
+        self.non_finite_losses = int(state.get("non_finite_losses", 0))
         self.exploration.rng.bit_generator.state = state["exploration_rng"]
         self.memory.rng.bit_generator.state = state["memory_rng"]
         torch.set_rng_state(state["torch_rng"])

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from agents.agent import Agent
+from agents.agent import Agent, LossOutput
 from agents.networks.q_network import QNetwork
 from rulka.core_types import TransitionBatch
 
@@ -19,7 +19,10 @@ class DQNAgent(Agent):
     def q_values(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.online_network(observations)
 
-    def learn_from_batch(self, batch: TransitionBatch) -> dict[str, float]:
+    def compute_loss(self, batch: TransitionBatch) -> LossOutput:
+        """Huber loss to ``R + discount * Q_target(s', a*)``, importance-weighted, averaged over the batch;
+        the priority error is ``|Q(s, a) - target|``. ``a*`` maximises the target network's Q (the online
+        network's with ``use_ddqn``)."""
         with torch.no_grad():
             next_q_target = self.target_network(batch.next_states)
             if self.config.neural_network.use_ddqn:
@@ -29,5 +32,4 @@ class DQNAgent(Agent):
             target = batch.returns + batch.discounts * next_q_target.gather(1, best).squeeze(1)
         q = self.online_network(batch.states).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
         loss = (F.smooth_l1_loss(q, target, reduction="none") * batch.weights).mean()
-        grad_norm = self.optimize(loss)
-        return {"loss": loss.item(), "mean_q": q.detach().mean().item(), "grad_norm": grad_norm}
+        return LossOutput(loss, (q.detach() - target).abs(), {"mean_q": q.detach().mean().item()})

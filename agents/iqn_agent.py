@@ -1,16 +1,28 @@
 """IQN (Dabney et al. 2018) as Linesight trains it.
 
-Online quantiles Z(s, a, tau) at N = ``iqn_n`` fractions; targets ``R + gamma_n * Z'(s', a*, tau')``
-at N fractions of the target network, where a* maximises the quantile-mean Q of the target network
-(or of the online network with ``use_ddqn``). Quantile Huber loss with ``iqn_kappa``. Acting uses
-the mean over K = ``iqn_k`` quantiles.
+Online quantiles Z(s, a, tau) at N = ``iqn_n`` fractions; targets ``R + discount * Z'(s', a*, tau')``
+at N fractions of the target network. Quantile Huber loss with ``iqn_kappa``. Acting uses the
+mean over K = ``iqn_k`` quantiles. Priorities (with ``prio_alpha > 0``) come from
+``|mean(predicted) - mean(target)|`` per sample, as Linesight's.
+
+The bootstrap action ``a*`` maximises the quantile-mean Q of the target network, or of the
+online network with ``use_ddqn`` (as Linesight). Without ``use_ddqn`` this differs from Linesight,
+which takes the maximum over actions separately for each target quantile: that mixes the
+quantiles of different actions into one "distribution" that no policy has, and biases every
+quantile upwards (a maximum of noisy estimates); the textbook choice evaluates one action, the
+one the greedy policy would take. Linesight ships with ``use_ddqn`` off, so its targets and
+ours differ there; this agent keeps the textbook choice on purpose.
+
+The loss of a batch is the importance-weighted mean of the per-sample losses here; the
+TrackMania agent uses Linesight's scaling and sum instead (:meth:`IQNAgent.scale_loss`,
+:meth:`IQNAgent.reduce_loss`).
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from agents.agent import Agent
+from agents.agent import Agent, LossOutput
 from agents.losses import quantile_huber_loss
 from agents.networks.iqn_network import IQNNetwork, sample_symmetric_taus
 from rulka.core_types import TransitionBatch
@@ -27,22 +39,12 @@ class IQNAgent(Agent):
         """Per-observation-name embedder factories that replace the defaults (none here)."""
         return {}
 
-    def loss_per_sample(self, predicted: torch.Tensor, targets: torch.Tensor, taus: torch.Tensor,
-                        target_taus: torch.Tensor) -> torch.Tensor:
-        """(B,) loss of each sample; predicted (B, N) at ``taus``, targets (B, N) at ``target_taus``."""
-        return quantile_huber_loss(predicted, targets, taus, self.config.neural_network.iqn_kappa)
-
-    def after_update(self, batch: TransitionBatch, per_sample_loss: torch.Tensor) -> None:
-        """Called after each gradient step with the (B,) sample losses (e.g. for priorities)."""
-
     def q_values(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.online_network.q_values(observations, self.config.neural_network.iqn_k)
 
-    def quantile_loss(self, batch: TransitionBatch, normalise: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-sample loss (B,) and the online quantiles of the taken actions (B, N).
-
-        ``normalise=False`` skips :meth:`loss_per_sample`'s adjustments (for a held-out test loss).
-        """
+    def quantiles(self, batch: TransitionBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(predicted, targets, taus, target_taus)``, each (B, N): the online quantiles of the taken
+        actions at ``taus`` and the (gradient-free) target quantiles at ``target_taus``."""
         p = self.config.neural_network
         size, n = batch.size, p.iqn_n
         with torch.no_grad():
@@ -53,18 +55,33 @@ class IQNAgent(Agent):
             else:
                 chooser = next_quantiles
             best = chooser.mean(dim=1).argmax(dim=1)  # (B,)
-            next_values = next_quantiles[torch.arange(size, device=self.device), :, best]  # (B, N)
+            next_values = next_quantiles.gather(2, best.view(size, 1, 1).expand(size, n, 1)).squeeze(2)  # (B, N)
             targets = batch.returns.unsqueeze(1) + batch.discounts.unsqueeze(1) * next_values
         taus = sample_symmetric_taus(size, n, self.device)
         quantiles = self.online_network(batch.states, taus)  # (B, N, A)
         predicted = quantiles.gather(2, batch.actions.view(size, 1, 1).expand(size, n, 1)).squeeze(2)
-        if not normalise:
-            return quantile_huber_loss(predicted, targets, taus, p.iqn_kappa), predicted
-        return self.loss_per_sample(predicted, targets, taus, target_taus), predicted
+        return predicted, targets, taus, target_taus
 
-    def learn_from_batch(self, batch: TransitionBatch) -> dict[str, float]:
-        per_sample, predicted = self.quantile_loss(batch)
-        loss = (per_sample * batch.weights).mean()
-        grad_norm = self.optimize(loss)
-        self.after_update(batch, per_sample.detach())
-        return {"loss": loss.item(), "mean_q": predicted.detach().mean().item(), "grad_norm": grad_norm}
+    def scale_loss(self, loss: torch.Tensor, targets: torch.Tensor, target_taus: torch.Tensor,
+                   update_statistics: bool) -> torch.Tensor:
+        """Per-sample rescaling of the (B,) losses (none here); ``update_statistics`` is False for
+        held-out batches, whose statistics must not leak into training."""
+        return loss
+
+    def reduce_loss(self, per_sample: torch.Tensor) -> torch.Tensor:
+        """The batch's loss from the (B,) weighted per-sample losses: their mean here."""
+        return per_sample.mean()
+
+    def batch_loss(self, batch: TransitionBatch, update_statistics: bool = True
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(loss, per_sample, predicted, targets)``: the reduced weighted loss and its (B,) parts."""
+        predicted, targets, taus, target_taus = self.quantiles(batch)
+        per_sample = quantile_huber_loss(predicted, targets, taus, self.config.neural_network.iqn_kappa)
+        per_sample = self.scale_loss(per_sample, targets, target_taus, update_statistics)
+        return self.reduce_loss(per_sample * batch.weights), per_sample, predicted, targets
+
+    def compute_loss(self, batch: TransitionBatch) -> LossOutput:
+        loss, _, predicted, targets = self.batch_loss(batch)
+        predicted = predicted.detach()
+        errors = (predicted.mean(dim=1) - targets.mean(dim=1)).abs()
+        return LossOutput(loss, errors, {"mean_q": predicted.mean().item()})

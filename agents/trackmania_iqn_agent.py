@@ -5,10 +5,28 @@ What it adds to :class:`IQNAgent`:
 * the network's heads: the conv stack for the ``frame`` (scaled ``(x - 128) / 128``) and the float
   head ``Linear(F, 256), LeakyReLU, Linear(256, 256), LeakyReLU`` with the configured
   normalisation inside it (the memory rewrites the raw mini-race clock at sampling time);
-* the mini-race replay (prioritized when ``prio_alpha > 0``) and a held-out test buffer
-  (``buffer_test_ratio`` of the episodes) for a test loss;
-* the per-sample loss divided by the clamped spread of its target distribution
-  (``target_self_loss_clamp_ratio``).
+* the mini-race replay (prioritized when ``prio_alpha > 0``), shaped when the configuration gives
+  a shaping potential, and a held-out uniform test buffer (``buffer_test_ratio`` of the episodes);
+* Linesight's loss: each sample's loss times ``typical_clamped_self_loss / clamped``, where
+  ``clamped`` is the spread of its target distribution (square root of the target's self loss)
+  clamped below at ``typical_self_loss / target_self_loss_clamp_ratio``; both "typical" values are
+  running means (decay 0.99, initial 0.01) updated before use; the batch's loss is the SUM over
+  the batch (importance-weighted), not the mean. The held-out test loss is computed the same way
+  (without updating the running means), so both are on one scale.
+
+It imports nothing from ``environments/``: what it needs reaches it through the configuration,
+read by name (``TrackManiaExperimentConfig`` provides them):
+
+* ``config.float_normalization``: (mean, std) arrays (F,) of the float normalisation;
+* ``config.mini_race_clock_index``: index of the mini-race clock in ``floats``;
+* ``config.mini_race_horizon``: mini-race length, actions;
+* ``config.min_horizon_to_update_priority_actions``: priorities are updated only below this clock;
+* ``config.shaping_potential``: a :class:`memories.shaping.DistancePotential` or None;
+* ``config.training.oversample_long_term_steps`` / ``oversample_maximum_term_steps`` /
+  ``target_self_loss_clamp_ratio``, ``config.memory.buffer_test_ratio``,
+  ``config.neural_network.float_hidden_dim``.
+
+Observation keys: ``frame`` (uint8 (1, H, W)) and ``floats`` (float32 (F,)).
 """
 from __future__ import annotations
 
@@ -21,33 +39,28 @@ from gymnasium import spaces
 from agents.iqn_agent import IQNAgent
 from agents.losses import quantile_huber_loss
 from agents.networks.embedders import ImageEmbedder, VectorEmbedder
-from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
-from environments.trackmania.layout import FloatLayout
-from environments.trackmania.normalization import normalization_from_parameters
-from memories.experience_replay import ExperienceReplay
-from memories.mini_race_replay import MiniRaceReplay
-from memories.prioritized_replay import PrioritizedMiniRaceReplay
-from rulka.core_types import Observation, TransitionBatch
+from memories.replay import Replay
+from rulka.core_types import Observation
+from rulka.parameters import ExperimentConfig
 
 FRAME_KEY, FLOATS_KEY = "frame", "floats"
-SPREAD_EMA_DECAY = 0.99
+#: Decay of Linesight's running typical self losses, and their initial value.
+TYPICAL_LOSS_DECAY, TYPICAL_LOSS_INITIAL = 0.99, 0.01
 
 
 class TrackManiaIQNAgent(IQNAgent):
-    config: TrackManiaExperimentConfig
-
-    def __init__(self, config: TrackManiaExperimentConfig, observation_space: spaces.Dict,
-                 action_space: spaces.Discrete, device: torch.device | str = "cpu", seed: int | None = None) -> None:
-        self.layout = FloatLayout.from_parameters(config.environment)
-        self.target_spread_ema: float | None = None
+    def __init__(self, config: ExperimentConfig, observation_space: spaces.Dict, action_space: spaces.Discrete,
+                 device: torch.device | str = "cpu", seed: int | None = None) -> None:
+        self.typical_self_loss = TYPICAL_LOSS_INITIAL
+        self.typical_clamped_self_loss = TYPICAL_LOSS_INITIAL
         self.episode_rng = np.random.default_rng(None if seed is None else seed + 17)
-        self._episode_memory: ExperienceReplay | None = None
+        self._episode_memory: Replay | None = None
         super().__init__(config, observation_space, action_space, device, seed)
         self.test_memory = self.create_test_memory(None if seed is None else seed + 29)
 
     # ------------------------------------------------------------------ building blocks
     def embedder_factories(self) -> dict:
-        mean, std = normalization_from_parameters(self.config.environment)
+        mean, std = self.config.float_normalization
         hidden = self.config.neural_network.float_hidden_dim
         return {
             FRAME_KEY: lambda space: ImageEmbedder(space.shape),
@@ -55,25 +68,22 @@ class TrackManiaIQNAgent(IQNAgent):
                                                      torch.as_tensor(mean), torch.as_tensor(std)),
         }
 
-    memory_class = MiniRaceReplay
-    prioritized_memory_class = PrioritizedMiniRaceReplay
-
     def memory_kwargs(self) -> dict[str, Any]:
-        env, training = self.config.environment, self.config.training
-        return dict(
-            clock_key=FLOATS_KEY, clock_index=self.layout.mini_race_clock.start,
-            horizon=env.temporal_mini_race_duration_actions,
+        training = self.config.training
+        return {"mini_race": dict(
+            clock_key=FLOATS_KEY, clock_index=self.config.mini_race_clock_index, horizon=self.config.mini_race_horizon,
             oversample_long_term_steps=training.oversample_long_term_steps,
             oversample_maximum_term_steps=training.oversample_maximum_term_steps,
-        )
+            min_horizon=self.config.min_horizon_to_update_priority_actions,
+        )}
 
-    def create_test_memory(self, seed: int | None) -> ExperienceReplay | None:
-        """The held-out buffer, sized for its share of the data (``buffer_test_ratio`` of the capacity)."""
+    def create_test_memory(self, seed: int | None) -> Replay | None:
+        """The held-out uniform buffer, sized for its share (``buffer_test_ratio`` of the capacity)."""
         ratio = self.config.memory.buffer_test_ratio
         if ratio <= 0:
             return None
         capacity = max(int(np.ceil(self.memory_sizes()[0] * ratio)), self.config.training.batch_size * 4)
-        return self.create_memory(seed, capacity)
+        return self.create_memory(seed, capacity, prioritized=False)
 
     # ------------------------------------------------------------------ observing
     def observe(self, state: Observation, action: int, was_greedy: bool, reward: float,
@@ -98,45 +108,55 @@ class TrackManiaIQNAgent(IQNAgent):
         self._episode_memory = None
 
     # ------------------------------------------------------------------ learning
-    def loss_per_sample(self, predicted: torch.Tensor, targets: torch.Tensor, taus: torch.Tensor,
-                        target_taus: torch.Tensor) -> torch.Tensor:
-        loss = super().loss_per_sample(predicted, targets, taus, target_taus)
+    def scale_loss(self, loss: torch.Tensor, targets: torch.Tensor, target_taus: torch.Tensor,
+                   update_statistics: bool) -> torch.Tensor:
+        """Linesight's per-sample scaling (see the module docstring)."""
         ratio = self.config.training.target_self_loss_clamp_ratio
         if ratio <= 0:
             return loss
         with torch.no_grad():
             spread = quantile_huber_loss(targets, targets, target_taus, self.config.neural_network.iqn_kappa).sqrt()
-            mean_spread = spread.mean().item()
-            ema = self.target_spread_ema
-            self.target_spread_ema = mean_spread if ema is None else SPREAD_EMA_DECAY * ema + (1 - SPREAD_EMA_DECAY) * mean_spread
-            floor = max(self.target_spread_ema / ratio, 1e-6)
-            scale = spread.clamp(min=floor)
-        return loss / scale
+            typical = self.typical_self_loss
+            if update_statistics:
+                typical = TYPICAL_LOSS_DECAY * typical + (1 - TYPICAL_LOSS_DECAY) * spread.mean().item()
+                self.typical_self_loss = typical
+            clamped = spread.clamp(min=typical / ratio)
+            typical_clamped = self.typical_clamped_self_loss
+            if update_statistics:
+                typical_clamped = (TYPICAL_LOSS_DECAY * typical_clamped
+                                   + (1 - TYPICAL_LOSS_DECAY) * clamped.mean().item())
+                self.typical_clamped_self_loss = typical_clamped
+            factor = typical_clamped / clamped
+        return loss * factor
 
-    def after_update(self, batch: TransitionBatch, per_sample_loss: torch.Tensor) -> None:
-        update = getattr(self.memory, "update_priorities", None)
-        if update is not None:
-            update(batch.indices, per_sample_loss.cpu().numpy(), clock=batch.clocks,
-                   min_horizon=self.config.min_horizon_to_update_priority_actions)
+    def reduce_loss(self, per_sample: torch.Tensor) -> torch.Tensor:
+        """Linesight's reduction: the sum over the batch."""
+        return per_sample.sum()
 
     def test_loss(self) -> float | None:
-        """IQN loss on a batch of the held-out buffer (no gradient), or None if it is too small."""
+        """The loss of a batch of the held-out buffer (no gradient, same scale as the training
+        loss), or None while the buffer is too small."""
         if self.test_memory is None or len(self.test_memory) < self.config.training.batch_size:
             return None
-        batch = self.to_batch(self.test_memory.sample(self.config.training.batch_size, self.gamma()))
+        batch = self.test_memory.sample(self.config.training.batch_size, self.gamma(), self.device)
         with torch.no_grad():
-            return self.quantile_loss(batch, normalise=False)[0].mean().item()
+            return self.batch_loss(batch, update_statistics=False)[0].item()
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self, include_memory: bool) -> dict[str, Any]:
         state = super().state_dict(include_memory)
-        state["target_spread_ema"] = self.target_spread_ema
+        state["typical_self_loss"] = self.typical_self_loss
+        state["typical_clamped_self_loss"] = self.typical_clamped_self_loss
+        state["episode_rng"] = self.episode_rng.bit_generator.state
         if include_memory and self.test_memory is not None:
             state["test_memory"] = self.test_memory.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        self.target_spread_ema = state.get("target_spread_ema")
+        self.typical_self_loss = state.get("typical_self_loss", TYPICAL_LOSS_INITIAL)
+        self.typical_clamped_self_loss = state.get("typical_clamped_self_loss", TYPICAL_LOSS_INITIAL)
+        if "episode_rng" in state:
+            self.episode_rng.bit_generator.state = state["episode_rng"]
         if "test_memory" in state and self.test_memory is not None:
             self.test_memory.load_state_dict(state["test_memory"])

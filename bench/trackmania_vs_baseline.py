@@ -1,12 +1,16 @@
-"""Train trackmania_iqn_sim for a fixed wall-time budget and compare its best greedy race time with
-the classical baseline driver's on the same track.
+"""Train trackmania_iqn_sim on several tracks and seeds for a wall-time budget each, and compare it
+with the classical driver, shipped and tuned (``rulka baseline --tune``).
 
-    python bench/trackmania_vs_baseline.py --minutes 30 [--track short] [--seed 0] [--out DIR]
-    python bench/trackmania_vs_baseline.py --summarize RUN_DIR --minutes 30   # a finished run's first 30 min
+    python bench/trackmania_vs_baseline.py [--minutes 30] [--rows short:0,short:1,...] [--out DIR]
+    python bench/trackmania_vs_baseline.py --summarize RUN_DIR --track short --minutes 30
 
-Prints the baseline time, the agent's best finished time (greedy map-cycle runs, and any run), the
-ratio agent / baseline (below 1.0: the agent beats the classical driver), when the agent first
-finished, and writes a PNG of progress and race time against wall time.
+Default rows: ``short`` with seeds 0, 1, 2, then ``medium``, ``technical``, ``procedural:1`` and
+``procedural:2`` with seed 0; each trains for ``--minutes`` of wall time. One table row per run: the
+wall time to the agent's first finish, to its first race faster than the shipped driver and than the
+tuned driver (any race, exploring or greedy), and the best greedy race time divided by the tuned
+driver's (below 1: the agent beats it). Each run folder keeps its ``races.csv`` and a ``curve.png``.
+Goal (issue 11): on ``short`` a ratio <= 0.97 within 30 minutes in 3 of 3 seeds on 2 CPU cores;
+every other track finished within 30 minutes.
 """
 from __future__ import annotations
 
@@ -15,15 +19,18 @@ import csv
 import math
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
-from environments.trackmania.baseline import run_baseline
+from environments.trackmania.baseline import run_baseline, tune_baseline
 from rulka.presets import load_graph_manager
+
+DEFAULT_ROWS = "short:0,short:1,short:2,medium:0,technical:0,procedural:1:0,procedural:2:0"
 
 
 def plot(rows: list[dict], baseline_s: float, png: Path) -> None:
     """Two panels against wall time: the progress of every race (top) and the race time of finished
-    races next to the baseline driver's (bottom). Blue: greedy races; green: exploring races."""
+    races next to the tuned baseline driver's (bottom). Blue: greedy races; green: exploring races."""
     from PIL import Image, ImageDraw
 
     width, panel, margin = 900, 230, 55
@@ -38,7 +45,7 @@ def plot(rows: list[dict], baseline_s: float, png: Path) -> None:
 
     tops = (margin // 2 + 10, margin // 2 + panel + margin)
     for top, title in zip(tops, ("progress along the track (1 = finish line) of each race",
-                                 "race time of finished races, s (red: classical baseline driver)")):
+                                 "race time of finished races, s (red: tuned classical driver)")):
         draw.rectangle([margin, top, width - margin, top + panel], outline="black")
         draw.text((margin, top - 14), title + "   blue: greedy, green: exploring", fill="black")
     draw.text((4, tops[0]), "1.0", fill="black")
@@ -47,7 +54,7 @@ def plot(rows: list[dict], baseline_s: float, png: Path) -> None:
     draw.text((4, tops[1] + panel - 10), "0 s", fill="black")
     y_base = xy(0, baseline_s / y_max, tops[1])[1]
     draw.line([margin, y_base, width - margin, y_base], fill="red")
-    draw.text((width - margin - 150, y_base - 13), f"baseline {baseline_s:.2f} s", fill="red")
+    draw.text((width - margin - 150, y_base - 13), f"tuned driver {baseline_s:.2f} s", fill="red")
     for r in rows:
         t = float(r["wall_time_s"])
         color = (30, 60, 220) if r["exploration"] == "0" else (40, 170, 60)
@@ -61,26 +68,39 @@ def plot(rows: list[dict], baseline_s: float, png: Path) -> None:
     image.save(png)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--minutes", type=float, default=30.0)
-    parser.add_argument("--track", default="short")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=None, help="run folder (default: a temporary folder)")
-    parser.add_argument("--summarize", metavar="RUN_DIR", default=None,
-                        help="do not train: summarise the first --minutes of an existing run's races.csv")
-    args = parser.parse_args()
+def parse_rows(spec: str) -> list[tuple[str, int]]:
+    """``"short:0,procedural:1:0"`` -> [("short", 0), ("procedural:1", 0)]: the last field is the seed."""
+    rows = []
+    for item in spec.split(","):
+        track, _, seed = item.strip().rpartition(":")
+        if not track or not seed.isdigit():
+            raise SystemExit(f"bad row {item!r}: expected TRACK:SEED, e.g. short:0 or procedural:1:0")
+        rows.append((track, int(seed)))
+    return rows
 
-    baseline_s = run_baseline(args.track).race_time_s
-    if args.summarize:
-        report(Path(args.summarize), baseline_s, args)
-        return
+
+@dataclass
+class References:
+    """The classical driver on one track: shipped margins and tuned ones, race times in s."""
+
+    shipped_s: float
+    tuned_s: float
+    tuned_setting: str
+
+
+def references(track: str) -> References:
+    shipped = run_baseline(track)
+    tuned = tune_baseline(track)
+    return References(shipped.race_time_s if shipped.finished else math.inf, tuned.race_time_s, str(tuned.margins))
+
+
+def train(track: str, seed: int, minutes: float, run_dir: Path) -> None:
+    """trackmania_iqn_sim on ``track`` (every map-cycle entry) for ``minutes`` of wall time."""
     graph_manager = load_graph_manager("trackmania_iqn_sim")
     for entry in graph_manager.config.map_cycle.entries:
-        entry.map_path = entry.short_name = args.track
-    run_dir = Path(args.out or tempfile.mkdtemp(prefix="rulka_bench_"))
-    graph_manager.create(run_dir, "cpu", args.seed)
-    timer = threading.Timer(args.minutes * 60, lambda: setattr(graph_manager, "stop_requested", True))
+        entry.map_path = entry.short_name = track
+    graph_manager.create(run_dir, "cpu", seed)
+    timer = threading.Timer(minutes * 60, lambda: setattr(graph_manager, "stop_requested", True))
     timer.start()
     try:
         graph_manager.improve(show_progress=False)
@@ -88,35 +108,75 @@ def main() -> None:
         timer.cancel()
         graph_manager.close()
 
-    report(run_dir, baseline_s, args)
 
-
-def report(run_dir: Path, baseline_s: float, args: argparse.Namespace) -> None:
+def summarize(run_dir: Path, track: str, minutes: float, refs: References) -> dict[str, str]:
+    """One table row from a run's races.csv (its first ``minutes`` of wall time)."""
     rows = [r for r in csv.DictReader((run_dir / "races.csv").open())
-            if float(r["wall_time_s"]) <= args.minutes * 60 and r["map"] == args.track]
+            if float(r["wall_time_s"]) <= minutes * 60 and r["map"] == track]
     finished = [r for r in rows if r["finished"] == "1"]
     greedy = [r for r in finished if r["exploration"] == "0"]
-    best_any = min((float(r["race_time_s"]) for r in finished), default=math.inf)
+
+    def first(pool: list[dict], below: float = math.inf) -> str:
+        hits = [r for r in pool if float(r["race_time_s"]) < below]
+        return f"{float(hits[0]['wall_time_s']) / 60:.1f}" if hits else "-"
+
     best_greedy = min((float(r["race_time_s"]) for r in greedy), default=math.inf)
-    steps = rows[-1]["env_steps"] if rows else 0
-    print(f"track {args.track}: baseline driver {baseline_s:.2f} s")
-    print(f"training: first {args.minutes:.0f} min of wall time, {steps} actions, {len(rows)} races, run folder {run_dir}")
-    if finished:
-        first = finished[0]
-        print(f"first finish after {float(first['wall_time_s']) / 60:.1f} min ({first['env_steps']} actions)")
-        print(f"finished races: {len(finished)} ({len(greedy)} greedy)")
-    if greedy:
-        print(f"first greedy finish after {float(greedy[0]['wall_time_s']) / 60:.1f} min ({greedy[0]['env_steps']} actions)")
-    for label, pool in (("race", finished), ("greedy race", greedy)):
-        faster = [r for r in pool if float(r["race_time_s"]) < baseline_s]
-        if faster:
-            print(f"first {label} faster than the baseline after {float(faster[0]['wall_time_s']) / 60:.1f} min "
-                  f"({faster[0]['race_time_s']} s, {faster[0]['env_steps']} actions)")
-    print(f"agent best greedy race: {best_greedy:.2f} s   ratio agent/baseline {best_greedy / baseline_s:.3f}")
-    print(f"agent best race (any):  {best_any:.2f} s   ratio agent/baseline {best_any / baseline_s:.3f}")
     if rows:
-        plot(rows, baseline_s, run_dir / "curve.png")
-        print(f"curve: {run_dir / 'curve.png'}")
+        plot(rows, refs.tuned_s, run_dir / "curve.png")
+    return {
+        "actions": rows[-1]["env_steps"] if rows else "0", "races": str(len(rows)),
+        "first finish (min)": first(finished), "beats shipped (min)": first(finished, refs.shipped_s),
+        "beats tuned (min)": first(finished, refs.tuned_s),
+        "best greedy (s)": f"{best_greedy:.2f}" if greedy else "-",
+        "best greedy / tuned": f"{best_greedy / refs.tuned_s:.3f}" if greedy else "-",
+    }
+
+
+COLUMNS = ("track", "seed", "minutes", "shipped (s)", "tuned (s)", "actions", "races", "first finish (min)",
+           "beats shipped (min)", "beats tuned (min)", "best greedy (s)", "best greedy / tuned")
+
+
+def print_table(rows: list[dict[str, str]]) -> None:
+    print("| " + " | ".join(COLUMNS) + " |")
+    print("|" + "|".join("---" for _ in COLUMNS) + "|")
+    for row in rows:
+        print("| " + " | ".join(row.get(c, "") for c in COLUMNS) + " |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=30.0, help="wall-time budget per row (default 30)")
+    parser.add_argument("--rows", default=DEFAULT_ROWS, help=f"TRACK:SEED,... (default {DEFAULT_ROWS})")
+    parser.add_argument("--out", default=None, help="parent folder of the run folders (default: a temporary one)")
+    parser.add_argument("--summarize", metavar="RUN_DIR", default=None,
+                        help="do not train: one row from an existing run's races.csv (with --track)")
+    parser.add_argument("--track", default="short", help="the track of --summarize")
+    args = parser.parse_args()
+
+    if args.summarize:
+        refs = references(args.track)
+        print_table([{"track": args.track, "seed": "?", "minutes": f"{args.minutes:g}", "shipped (s)":
+                      f"{refs.shipped_s:.2f}", "tuned (s)": f"{refs.tuned_s:.2f}",
+                      **summarize(Path(args.summarize), args.track, args.minutes, refs)}])
+        return
+    plan = parse_rows(args.rows)
+    out = Path(args.out or tempfile.mkdtemp(prefix="rulka_bench_"))
+    cache: dict[str, References] = {}
+    table = []
+    for track, seed in plan:
+        if track not in cache:
+            cache[track] = references(track)
+            print(f"{track}: shipped driver {cache[track].shipped_s:.2f} s, tuned driver {cache[track].tuned_s:.2f} s "
+                  f"({cache[track].tuned_setting})", flush=True)
+        run_dir = out / f"{track.replace(':', '_')}_seed{seed}"
+        train(track, seed, args.minutes, run_dir)
+        refs = cache[track]
+        table.append({"track": track, "seed": str(seed), "minutes": f"{args.minutes:g}",
+                      "shipped (s)": f"{refs.shipped_s:.2f}", "tuned (s)": f"{refs.tuned_s:.2f}",
+                      **summarize(run_dir, track, args.minutes, refs)})
+        print(f"done: {track} seed {seed} ({run_dir})", flush=True)
+    print(f"run folders: {out}")
+    print_table(table)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import torch
 from PIL import Image
 
-from memories.experience_replay import ExperienceReplay
-from memories.prioritized_replay import PrioritizedExperienceReplay
+from memories.assemblers import NStepAssembler
+from memories.replay import Replay
 
 #: Slots saved around each high-priority slot: ``i + offset`` for each offset.
 WINDOW_OFFSETS = np.arange(-4, 6)
@@ -22,7 +23,7 @@ UPSCALE = 4
 
 
 def write_highest_priority_figures(
-    memory: PrioritizedExperienceReplay,
+    memory: Replay,
     out_dir: str | Path,
     top: int = 20,
     frame_key: str = "frame",
@@ -45,7 +46,7 @@ def write_highest_priority_figures(
         prioritized, or has no slot that can be sampled. Slots of a window that are not ready
         (no action, open n-step window, empty) are skipped.
     """
-    if frame_key not in memory.states or not isinstance(memory, PrioritizedExperienceReplay):
+    if frame_key not in memory.states or not memory.prioritized:
         return []
     priorities = memory.priorities
     candidates = np.flatnonzero(priorities > 0.0)
@@ -66,11 +67,12 @@ def write_highest_priority_figures(
     if slots.size == 0:
         return []
 
-    # the plain n-step transitions: a subclass's gather may draw random numbers (mini-race clocks)
-    # and rewrite the states, which would perturb training and the checkpointed generator
-    sampled = ExperienceReplay.gather(memory, slots, 1.0)
-    states = _as_image(sampled.states[frame_key])  # (M, H, W[, 3]) uint8
-    next_states = _as_image(sampled.next_states[frame_key])
+    # the plain n-step transitions: the memory's own assembler may draw random numbers (mini-race
+    # clocks) and rewrite the states, which would perturb training and the checkpointed generator
+    plain = NStepAssembler(memory.storage.n_steps, memory.assembler.discard_non_greedy)
+    sampled = plain.assemble(memory.storage, slots, None, 1.0, memory.rng, torch.device("cpu"))
+    states = _as_image(sampled.states[frame_key].numpy())  # (M, H, W[, 3]) uint8
+    next_states = _as_image(sampled.next_states[frame_key].numpy())
     pairs = np.concatenate([states, next_states], axis=2)  # side by side: (M, H, 2W[, 3])
     pairs = pairs.repeat(UPSCALE, axis=1).repeat(UPSCALE, axis=2)
 

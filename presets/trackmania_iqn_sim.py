@@ -6,13 +6,15 @@ configuration guide's defaults is listed below with its reason. Main job of the 
     rulka -p trackmania_iqn_sim
 """
 from agents.trackmania_iqn_agent import TrackManiaIQNAgent
-from environments.trackmania.experiment_parameters import (TrackManiaExperimentConfig, TrackManiaMemoryParameters,
+from environments.trackmania.experiment_parameters import (MapCycleEntry, MapCycleParameters,
+                                                           TrackManiaExperimentConfig, TrackManiaMemoryParameters,
                                                            TrackManiaNeuralNetworkParameters,
+                                                           TrackManiaPerformanceParameters,
                                                            TrackManiaTrainingParameters)
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
-from rulka.parameters import ExplorationParameters, MapCycleEntry, MapCycleParameters, PerformanceParameters
+from environments.trackmania.graph_manager import TrackManiaGraphManager
+from rulka.parameters import ExplorationParameters
 from rulka.schedules import Schedule
-from rulka.trackmania_graph_manager import TrackManiaGraphManager
 
 config = TrackManiaExperimentConfig(
     environment=TrackManiaEnvironmentParameters(
@@ -21,9 +23,10 @@ config = TrackManiaExperimentConfig(
         # floats (reference line ahead, speeds) carry most of what the simulator's driving needs.
         H_downsized=48, W_downsized=64,
         # The guide's remedy for slow learning: potential-based shaping towards the reference line
-        # (-0.1 x clip(distance to the current point, 2, 25) m). Without it a 30-minute CPU run
-        # learned to race off the road and stalled in the third turn (measured: greedy runs
-        # stuck at 65 % of the track after 22 minutes).
+        # (-0.1 x clip(distance to the current point, 2, 25) m), added by the replay memory when it
+        # assembles a batch (gamma * phi(s') - phi(s), dropped at the mini-race end), as Linesight.
+        # Without shaping a 30-minute CPU run learned to race off the road and stalled in the
+        # third turn (measured: greedy runs stuck at 65 % of the track after 22 minutes).
         shaped_reward_dist_to_cur_vcp=-0.1,
     ),
     neural_network=TrackManiaNeuralNetworkParameters(
@@ -68,7 +71,7 @@ config = TrackManiaExperimentConfig(
         MapCycleEntry(short_name="short", map_path="short", is_exploration=False, fill_buffer=True, repeat=1),
     ]),
     # The learner and the simulator share the process: two torch threads use both cores.
-    performance=PerformanceParameters(gpu_collectors_count=1, torch_num_threads=2),
+    performance=TrackManiaPerformanceParameters(gpu_collectors_count=0, torch_num_threads=2),
 )
 
 graph_manager = TrackManiaGraphManager(agent_class=TrackManiaIQNAgent, config=config)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from agents.trackmania_iqn_agent import TrackManiaIQNAgent
 from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
+from environments.trackmania.graph_manager import TrackManiaGraphManager
 from rulka.config import apply_dict, load_yaml_file
-from rulka.trackmania_graph_manager import TrackManiaGraphManager
 
 CONFIG_FILE = Path(__file__).with_suffix(".yaml")
 

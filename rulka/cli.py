@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import signal
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -10,6 +11,7 @@ from typing import Sequence
 import yaml
 
 from rulka import checkpoints
+from rulka.collection.processes import CollectorFailure
 from rulka.config import ConfigError, apply_dict, apply_overrides, load_yaml_file
 from rulka.graph_manager import BasicRLGraphManager
 from rulka.presets import PresetError, available_presets, load_graph_manager
@@ -56,16 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _register_tool_commands(subparsers: argparse._SubParsersAction) -> None:
-    import importlib
+    """Tool subcommands come from the ``rulka.commands`` entry points (setup.cfg): the core knows none."""
+    from importlib.metadata import entry_points
 
-    for module_name in ("environments.trackmania.cli", "environments.trackmania.tmi.cli"):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name != module_name:
-                raise
-            continue
-        module.register_commands(subparsers)
+    for entry_point in sorted(entry_points(group="rulka.commands"), key=lambda e: e.name):
+        entry_point.load()(subparsers)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -87,8 +84,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, FileNotFoundError, checkpoints.CheckpointError) as error:
         print(f"rulka: error: {error}", file=sys.stderr)
         return 2
+    except CollectorFailure as error:
+        print(f"rulka: error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        print("rulka: interrupted; resume with --resume and the run folder", file=sys.stderr)
+        print("rulka: aborted without a final checkpoint; --resume RUN_DIR continues from the last one",
+              file=sys.stderr)
         return 130
 
 
@@ -150,8 +151,15 @@ def evaluate(args: argparse.Namespace) -> int:
 
 
 def _improve(graph_manager: BasicRLGraphManager, max_steps: int | None, no_progress: bool) -> int:
-    summary = graph_manager.improve(max_steps, show_progress=not no_progress)
-    graph_manager.close()
+    try:
+        summary = graph_manager.improve(max_steps, show_progress=not no_progress)
+    finally:
+        graph_manager.close()
+    if graph_manager.stop_signal is not None:
+        name = signal.Signals(graph_manager.stop_signal).name
+        print(f"rulka: stopped by {name} at {summary.env_steps} env steps; final checkpoint written; continue with "
+              f"--resume {graph_manager.run_dir}", file=sys.stderr)
+        return 128 + int(graph_manager.stop_signal)
     last = "-" if summary.last_evaluation is None else f"{summary.last_evaluation:.2f}"
     best = "-" if summary.best_evaluation is None else f"{summary.best_evaluation:.2f}"
     print(f"done: {summary.env_steps} env steps, {summary.episodes} episodes, {summary.gradient_updates} gradient "

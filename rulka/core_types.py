@@ -69,14 +69,15 @@ class EnvResponse:
 
 @dataclass
 class TransitionBatch:
-    """A batch sampled for learning, on the learner's device.
+    """A batch sampled for learning, on the learner's device: the only type a replay's ``sample`` returns.
 
     Shapes (B = batch size): ``states`` / ``next_states`` map names to (B, ...) tensors;
-    ``actions`` (B,) int64; ``returns`` (B,) float32, the discounted sum of the n-step rewards;
-    ``discounts`` (B,) float32, the factor of the bootstrap value (gamma ** k, 0 when the episode
-    terminated within the window); ``weights`` (B,) float32 importance weights (1 when uniform);
-    ``indices`` (B,) int64 memory slots (numpy), for priority updates.
-    
+    ``actions`` (B,) int64; ``returns`` (B,) float32, the discounted sum of the n-step rewards
+    (plus the shaping terms when the memory shapes); ``discounts`` (B,) float32, the factor of the
+    bootstrap value (gamma ** k, 0 when the transition is terminal); ``weights`` (B,) float32
+    importance weights (1 when uniform). For the memory only (numpy, on the CPU): ``indices`` (B,)
+    int64 slots, ``steps_used`` (B,) int64 window lengths, and ``priority_mask`` (B,) bool, the
+    samples whose priority may be updated (None: all).
     """
 
     states: dict[str, torch.Tensor]
@@ -86,8 +87,8 @@ class TransitionBatch:
     next_states: dict[str, torch.Tensor]
     weights: torch.Tensor
     indices: np.ndarray
-    #: Mini-race clock of each state, actions (numpy; None outside the mini-race replay).
-    clocks: np.ndarray | None = None
+    steps_used: np.ndarray | None = None
+    priority_mask: np.ndarray | None = None
 
     @property
     def size(self) -> int:

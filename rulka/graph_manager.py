@@ -1,44 +1,64 @@
-"""The GraphManager: owns the agent and environments of an experiment and schedules their work.
+"""The GraphManager: owns the agent, its collectors and the run, and schedules their work.
 
-``improve`` runs the three phases of Coach's improve loop:
+``improve`` is the one training loop of every preset (Coach's improve loop, in Linesight's
+learner / collectors shape):
 
-* heatup: random actions, no training, until the memory may start learning;
-* training: act / observe / train cycles; how much is trained is the agent's replay-ratio gate;
+* collection: ``performance.gpu_collectors_count`` collector processes (or, with 0, the learner's
+  own process) play ``envs_per_collector`` environments each and hand over rollout chunks;
+* heatup: until the memory may learn, collectors act at random and nothing is trained;
+* training: each rollout is stored, then the learner trains as the agent's replay-ratio gate
+  allows and publishes its weights to the collectors every ``send_shared_network_every_n_batches``;
 * evaluation: every ``evaluate_every_n_env_steps``, greedy episodes on a separate environment,
   averaged and logged; the best checkpoint is kept.
+
+What differs per environment plugs in by overriding a few methods (TrackMania's map cycle and
+race logging: :mod:`environments.trackmania.graph_manager`): :meth:`environment_spaces`,
+:meth:`collector_setup` (environment and episode-plan factories, info keys to record) and
+:meth:`episode_ended`.
 
 A preset builds a GraphManager; the CLI then calls :meth:`create` (run folder, device, seed,
 resume) and :meth:`improve`.
 """
 from __future__ import annotations
 
+import contextlib
+import signal
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Iterator
 
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium import spaces
 
 from agents.agent import Agent
 from filters import InputFilter, OutputFilter
 from filters.reward_filters import RewardClippingFilter, RewardRescaleFilter
 from rulka import checkpoints
+from rulka.collection.collector import Collector
+from rulka.collection.episodes import EpisodeGatherer, EpisodeRecord, store_rollout
+from rulka.collection.in_process import InProcessCollection
+from rulka.collection.processes import ProcessCollection
+from rulka.collection.rollout import EpisodePlan, EpisodeSpec, Rollout
+from rulka.collection.setup import CollectorSetup, EnvFactory, PlanFactory, default_plan
 from rulka.config import set_active_config, write_config_snapshot
-from rulka.core_types import RunPhase
 from rulka.level_manager import LevelManager
 from rulka.logger import RunLogger
 from rulka.parameters import EnvironmentParameters, ExperimentConfig, GymEnvironmentParameters, PresetValidationParameters
 from rulka.progress import ProgressBar
 from rulka.seeding import set_global_seed
 
-EnvFactory = Callable[[EnvironmentParameters], gym.Env]
 EVAL_SEED_OFFSET = 1_000_003
+#: Seconds between two logs of the Performance group.
+PERFORMANCE_LOG_EVERY_S = 10.0
 
 
-def make_environment(params: EnvironmentParameters) -> gym.Env:
-    """Build the environment an ``environment`` section describes."""
+def make_environment(params: EnvironmentParameters, instance: int = 0) -> gym.Env:
+    """Build the environment an ``environment`` section describes (``instance``: its number)."""
     if isinstance(params, GymEnvironmentParameters):
         from environments.gym_environment import make_gym_environment
 
@@ -60,6 +80,31 @@ class RunSummary:
     wall_time_s: float
 
 
+class GreedyPlan(EpisodePlan):
+    """Evaluation episodes: greedy, not stored, each reset with its own seed."""
+
+    def __init__(self, base_seed: int) -> None:
+        self.base_seed = base_seed
+        self.next_index = 0
+
+    def next_episode(self) -> EpisodeSpec:
+        self.next_index += 1
+        return EpisodeSpec(seed=self.base_seed + self.next_index - 1, explore=False, store=False)
+
+
+class _Clock:
+    """Where the learner's wall time goes between two performance logs."""
+
+    def __init__(self, env_steps: int, gradient_updates: int) -> None:
+        self.reset(env_steps, gradient_updates)
+
+    def reset(self, env_steps: int, gradient_updates: int) -> None:
+        self.start = time.monotonic()
+        self.collect = self.train = self.publish = 0.0
+        self.env_steps, self.gradient_updates = env_steps, gradient_updates
+        self.lag_sum, self.lag_count = 0.0, 0
+
+
 class GraphManager:
     """Base of graph managers: holds the run folder, the logger and checkpoints."""
 
@@ -79,7 +124,7 @@ class GraphManager:
 
 
 class BasicRLGraphManager(GraphManager):
-    """One agent, one training environment, one evaluation environment.
+    """One agent, its collectors, and an evaluation environment.
 
     Args:
         agent_class: the Agent subclass to build.
@@ -87,27 +132,45 @@ class BasicRLGraphManager(GraphManager):
         input_filter / output_filter: the agent's filters; by default the reward filters of
             ``config.rewards`` and no observation or action filter.
         preset_validation_params: the preset's golden test.
-        env_factory: builds an environment from ``config.environment`` (default: gymnasium or the
-            parameters' own ``make_env``).
+        env_factory: ``env_factory(config.environment, instance)`` builds environment number
+            ``instance`` (default: gymnasium, or the parameters' own ``make_env``). Collector
+            processes call it, so it must pickle (a module-level function or class).
+        plan_factory: ``plan_factory(config, instance)``: the episode plan of each environment
+            (default: explore and store every episode).
     """
+
+    #: Numeric ``info`` entries recorded at every step for :meth:`episode_ended`.
+    info_keys: tuple[str, ...] = ()
+    #: Keep every chunk of an episode until it ends (for episode records that need all its steps).
+    keeps_episode_steps = False
 
     def __init__(self, agent_class: type[Agent], config: ExperimentConfig,
                  input_filter: InputFilter | None = None, output_filter: OutputFilter | None = None,
                  preset_validation_params: PresetValidationParameters | None = None,
-                 env_factory: EnvFactory | None = None) -> None:
+                 env_factory: EnvFactory | None = None, plan_factory: PlanFactory | None = None) -> None:
         super().__init__(config, preset_validation_params)
         self.agent_class = agent_class
         self.input_filter = input_filter
         self.output_filter = output_filter or OutputFilter()
         self.env_factory = env_factory or make_environment
+        self.plan_factory = plan_factory or default_plan
         self.agent: Agent | None = None
-        self.level: LevelManager | None = None
-        self.eval_level: LevelManager | None = None
+        self.collection: InProcessCollection | ProcessCollection | None = None
+        self.eval_collector: Collector | None = None
+        self.eval_plan: GreedyPlan | None = None
         self.seed = 0
         self.last_evaluation: float | None = None
         self.best_evaluation: float | None = None
         self.evaluations_done = 0
         self.evaluation_history: list[tuple[int, float]] = []
+        #: Set (from a signal handler or another thread) to stop at the next step; the run ends normally.
+        self.stop_requested = False
+        #: The signal that stopped the run (SIGINT / SIGTERM), if one did.
+        self.stop_signal: int | None = None
+        self.collector_events: list[str] = []
+        self._first_env: gym.Env | None = None
+        self._collection_state: dict[str, Any] | None = None
+        self._checkpoint_due = False
 
     # ------------------------------------------------------------------ building
     def default_input_filter(self) -> InputFilter:
@@ -119,24 +182,30 @@ class BasicRLGraphManager(GraphManager):
             reward_filters.append(RewardRescaleFilter(rewards.reward_scale))
         return InputFilter(reward_filters=reward_filters)
 
+    def environment_spaces(self) -> tuple[spaces.Dict, spaces.Space]:
+        """The environment's observation and action spaces (before filters).
+
+        By default environment 0 is built to read them, and kept for the learner's own collection.
+        """
+        self._first_env = self.env_factory(self.config.environment, 0)
+        return self._first_env.observation_space, self._first_env.action_space
+
     def create(self, run_dir: str | Path | None, device: torch.device | str = "cpu", seed: int = 0,
                resume: bool = False) -> "BasicRLGraphManager":
-        """Build environments, filters, agent and logger; with ``resume`` load the last checkpoint."""
+        """Build filters, the agent and the logger; with ``resume`` load the last checkpoint."""
         self.seed = seed
         self.created_at = time.time()
         set_global_seed(seed)
         set_active_config(self.config)
         if self.config.performance.torch_num_threads:
             torch.set_num_threads(self.config.performance.torch_num_threads)
-        input_filter = self.input_filter or self.default_input_filter()
-        env = self.env_factory(self.config.environment)
-        env.action_space.seed(seed)
-        observation_space = input_filter.filter_space(env.observation_space)
-        action_space = self.output_filter.agent_action_space(env.action_space)
-        self.agent = self.agent_class(self.config, observation_space, action_space, device, seed)
-        self.level = LevelManager(self.agent, env, input_filter, self.output_filter)
-        self.input_filter = input_filter
-        self.level.reset(seed=seed)
+        self.input_filter = self.input_filter or self.default_input_filter()
+        env_observation_space, env_action_space = self.environment_spaces()
+        self.observation_space = self.input_filter.filter_space(env_observation_space)
+        self.action_space = self.output_filter.agent_action_space(env_action_space)
+        if self._first_env is not None:
+            self._first_env.action_space.seed(seed)
+        self.agent = self.agent_class(self.config, self.observation_space, self.action_space, device, seed)
         if run_dir is not None:
             self.run_dir = Path(run_dir)
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -148,9 +217,34 @@ class BasicRLGraphManager(GraphManager):
             self.load_checkpoint(self.checkpoint_dir / checkpoints.LAST)
         return self
 
+    def collector_setup(self) -> CollectorSetup:
+        """What each collector builds: agent, environments, episode plans, filters."""
+        return CollectorSetup(self.agent_class, self.config, self.observation_space, self.action_space,
+                              self.env_factory, self.plan_factory, self.input_filter, self.output_filter,
+                              self.info_keys, self.seed)
+
+    def start_collection(self) -> InProcessCollection | ProcessCollection:
+        agent = self.agent
+        if isinstance(self.collection, InProcessCollection):
+            return self.collection
+        if self.config.performance.gpu_collectors_count <= 0:
+            collection = InProcessCollection(self.collector_setup(), agent, self._first_env)
+            self._first_env = None
+            if self._collection_state is not None:
+                collection.load_state_dict(self._collection_state)
+            return collection
+        if self._first_env is not None:  # the learner plays nothing: its environment goes
+            self._first_env.close()
+            self._first_env = None
+        collection = ProcessCollection(self.collector_setup(), agent, self._collector_event)
+        collection.on_dropped_source = lambda cid, inc: self.gatherer.forget_source(cid, inc)
+        collection.start(agent, self.in_heatup())
+        return collection
+
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
         assert self.agent is not None
+        collection = self.collection.state_dict() if isinstance(self.collection, InProcessCollection) else None
         return {
             "agent": self.agent.state_dict(self.config.memory.save_memory_in_checkpoint),
             "graph_manager": {
@@ -159,6 +253,7 @@ class BasicRLGraphManager(GraphManager):
                 "evaluations_done": self.evaluations_done,
                 "evaluation_history": [list(e) for e in self.evaluation_history],
                 "seed": self.seed,
+                "collection": collection,
             },
         }
 
@@ -172,16 +267,16 @@ class BasicRLGraphManager(GraphManager):
         return path
 
     def load_checkpoint(self, path: str | Path) -> None:
-        assert self.agent is not None and self.level is not None
+        assert self.agent is not None
         state = checkpoints.load_checkpoint(path, self.agent.device)
         self.agent.load_state_dict(state["agent"])
-        self.agent.memory.end_episode_without_final_state()  # the interrupted episode is gone
+        self.agent.abandon_episode()  # an episode interrupted by the stop is gone
         gm = state["graph_manager"]
         self.last_evaluation = gm["last_evaluation"]
         self.best_evaluation = gm["best_evaluation"]
         self.evaluations_done = gm["evaluations_done"]
         self.evaluation_history = [(int(s), float(v)) for s, v in gm["evaluation_history"]]
-        self.level.reset(seed=self.seed + self.agent.counters.episodes)
+        self._collection_state = gm.get("collection")
 
     def load_weights(self, path: str | Path) -> None:
         """Load only the online network of a checkpoint (for ``--evaluate``)."""
@@ -189,80 +284,26 @@ class BasicRLGraphManager(GraphManager):
         state = checkpoints.load_checkpoint(path, self.agent.device)
         self.agent.online_network.load_state_dict(state["agent"]["online_network"])
 
-    # ------------------------------------------------------------------ phases
-    def heatup(self, max_env_steps: int, progress: ProgressBar | None = None) -> None:
-        agent, level = self.agent, self.level
-        while not agent.can_learn() and agent.counters.env_steps < max_env_steps:
-            level.step(RunPhase.HEATUP)
-            if progress:
-                progress.update("heatup", agent.counters.env_steps, self.last_evaluation)
+    # ------------------------------------------------------------------ evaluation
+    def evaluation_instance(self) -> int:
+        """Environment number of the evaluation environment: after every collector's."""
+        perf = self.config.performance
+        return max(1, perf.gpu_collectors_count) * perf.envs_per_collector
 
     def evaluate(self, num_episodes: int | None = None) -> float:
         """Average return of greedy episodes on the evaluation environment."""
         num_episodes = num_episodes or self.config.training.evaluation_episodes
-        if self.eval_level is None:
-            self.eval_level = LevelManager(self.agent, self.env_factory(self.config.environment), self.input_filter,
-                                           self.output_filter)
-        returns = []
-        for i in range(num_episodes):
-            self.eval_level.reset(seed=self.seed + EVAL_SEED_OFFSET + self.evaluations_done * num_episodes + i)
-            while True:
-                if self.eval_level.step(RunPhase.EVALUATE).done:
-                    break
-            returns.append(self.eval_level.episode_return)
+        if self.eval_collector is None:
+            env = self.env_factory(self.config.environment, self.evaluation_instance())
+            self.eval_plan = GreedyPlan(self.seed + EVAL_SEED_OFFSET)
+            level = LevelManager(self.agent, env, self.input_filter, self.output_filter)
+            self.eval_collector = Collector(self.agent, [level], [self.eval_plan], record_steps=False)
+        self.eval_plan.next_index = self.evaluations_done * num_episodes
+        returns: list[float] = []
+        while len(returns) < num_episodes:
+            returns += [r.episode_return for r in self.eval_collector.step(heatup=False) if r.episode_ended]
         self.evaluations_done += 1
         return float(np.mean(returns))
-
-    def improve(self, max_env_steps: int | None = None, stop_at_evaluation: float | None = None,
-                show_progress: bool = True) -> RunSummary:
-        """Heatup, then train with periodic evaluation and checkpoints until ``max_env_steps``.
-
-        With ``stop_at_evaluation`` the run stops at the first evaluation that reaches it.
-        """
-        agent, level, training = self.agent, self.level, self.config.training
-        assert agent is not None and level is not None, "call create() first"
-        total = max_env_steps if max_env_steps is not None else training.max_env_steps
-        progress = ProgressBar(total, enabled=show_progress)
-        start = time.monotonic()
-        reached = False
-        self.heatup(total, progress)
-        phase_start, steps_at_phase_start = time.monotonic(), agent.counters.env_steps
-        train_time = 0.0
-        while agent.counters.env_steps < total and not reached:
-            result = level.step(RunPhase.TRAIN)
-            steps = agent.counters.env_steps
-            if result.done:
-                self.log({"Training/episode_return": level.episode_return,
-                          "Training/episode_length": level.episode_length})
-            if steps % training.train_every_n_env_steps == 0:
-                t0 = time.monotonic()
-                stats = agent.train()
-                train_time += time.monotonic() - t0
-                if stats is not None and agent.counters.gradient_updates % 100 == 0:
-                    self.log_training(stats)
-            if training.evaluate_every_n_env_steps and steps % training.evaluate_every_n_env_steps == 0:
-                elapsed = time.monotonic() - phase_start
-                self.log({"Performance/steps_per_s": (steps - steps_at_phase_start) / max(elapsed, 1e-9),
-                          "Performance/training_time_fraction": train_time / max(elapsed, 1e-9)})
-                reached = self.run_evaluation(stop_at_evaluation)
-                phase_start, steps_at_phase_start, train_time = time.monotonic(), steps, 0.0
-            if self.run_dir is not None and training.checkpoint_every_n_env_steps and \
-                    steps % training.checkpoint_every_n_env_steps == 0:
-                self.save_checkpoint()
-            progress.update("train", steps, self.last_evaluation)
-        return self.finish_run(progress, start, reached)
-
-    def finish_run(self, progress: ProgressBar, start: float, reached: bool) -> RunSummary:
-        """Close the progress line, write the final checkpoint, flush logs; the run's summary."""
-        c = self.agent.counters
-        progress.update("train", c.env_steps, self.last_evaluation, force=True)
-        progress.close()
-        if self.run_dir is not None:
-            self.save_checkpoint()
-        if self.logger is not None:
-            self.logger.flush()
-        return RunSummary(c.env_steps, c.episodes, c.gradient_updates, self.last_evaluation,
-                          self.best_evaluation, reached, time.monotonic() - start)
 
     def run_evaluation(self, stop_at: float | None) -> bool:
         score = self.evaluate()
@@ -280,6 +321,134 @@ class BasicRLGraphManager(GraphManager):
                 self.save_checkpoint(checkpoints.BEST)
         return stop_at is not None and score >= stop_at
 
+    # ------------------------------------------------------------------ the loop
+    def in_heatup(self) -> bool:
+        agent = self.agent
+        return agent.counters.gradient_updates == 0 and not agent.can_learn()
+
+    def improve(self, max_env_steps: int | None = None, stop_at_evaluation: float | None = None,
+                show_progress: bool = True) -> RunSummary:
+        """Collect, store, train, evaluate and checkpoint until ``max_env_steps`` environment steps.
+
+        With ``stop_at_evaluation`` the run stops at the first evaluation that reaches it (see
+        :meth:`episode_ended` for graph managers whose episodes are their evaluation).
+        """
+        agent, training, perf = self.agent, self.config.training, self.config.performance
+        assert agent is not None, "call create() first"
+        total = max_env_steps if max_env_steps is not None else training.max_env_steps
+        self.progress = progress = ProgressBar(total, enabled=show_progress)
+        start = time.monotonic()
+        self.gatherer = EpisodeGatherer(self.keeps_episode_steps)
+        self.stop_at_evaluation = stop_at_evaluation
+        self.reached = False
+        clock = self._clock = _Clock(agent.counters.env_steps, agent.counters.gradient_updates)
+        published_at = agent.counters.gradient_updates
+        with self._stop_signals():
+            self.collection = collection = self.start_collection()
+            in_process = isinstance(collection, InProcessCollection)
+            try:
+                while agent.counters.env_steps < total and not self.reached and not self.stop_requested:
+                    heatup = self.in_heatup()
+                    steps_before = agent.counters.env_steps
+                    t0 = time.monotonic()
+                    rollouts = collection.poll(heatup)
+                    t1 = time.monotonic()
+                    clock.collect += t1 - t0
+                    for rollout in rollouts:
+                        self.ingest(rollout)
+                    steps = agent.counters.env_steps
+                    if steps // training.train_every_n_env_steps != steps_before // training.train_every_n_env_steps:
+                        self.train_and_log()
+                    t2 = time.monotonic()
+                    clock.train += t2 - t1
+                    if not in_process:
+                        if agent.counters.gradient_updates - published_at >= perf.send_shared_network_every_n_batches:
+                            collection.publish(agent)
+                            published_at = agent.counters.gradient_updates
+                        collection.publish_counters(agent, self.in_heatup())
+                        clock.publish += time.monotonic() - t2
+                    if _crossed(steps_before, steps, training.evaluate_every_n_env_steps):
+                        self.reached |= self.run_evaluation(stop_at_evaluation)
+                    if self.run_dir is not None and _crossed(steps_before, steps, training.checkpoint_every_n_env_steps):
+                        self._checkpoint_due = True
+                    if self._checkpoint_due and (not in_process or collection.at_episode_boundary
+                                                 or perf.envs_per_collector > 1):
+                        self.save_checkpoint()
+                        self._checkpoint_due = False
+                    if time.monotonic() - clock.start >= PERFORMANCE_LOG_EVERY_S:
+                        self.log_performance()
+                    progress.update("heatup" if heatup else "train", agent.counters.env_steps, self.last_evaluation)
+            except KeyboardInterrupt:
+                collection.stop(timeout_s=0.0)
+                raise
+            finally:
+                collection.stop()
+        self.log_performance()
+        return self.finish_run(progress, start, self.reached)
+
+    def ingest(self, rollout: Rollout) -> None:
+        """Store a rollout, count its lag, and report a finished episode to :meth:`episode_ended`."""
+        store_rollout(self.agent, rollout)
+        if rollout.length:
+            self._clock.lag_sum += self.agent.counters.gradient_updates - rollout.policy_updates
+            self._clock.lag_count += 1
+        record = self.gatherer.add(rollout)
+        if record is not None and not record.discarded:
+            self.episode_ended(record)
+
+    def episode_ended(self, record: EpisodeRecord) -> None:
+        """A finished episode: log its return and length (training episodes)."""
+        if record.spec.store and record.spec.explore:
+            self.log({"Training/episode_return": record.episode_return,
+                      "Training/episode_length": record.length})
+
+    def train_and_log(self) -> None:
+        agent = self.agent
+        updates_before = agent.counters.gradient_updates
+        stats = agent.train()
+        if stats is not None and agent.counters.gradient_updates // 100 != updates_before // 100:
+            self.log_training(stats)
+
+    def finish_run(self, progress: ProgressBar, start: float, reached: bool) -> RunSummary:
+        """Close the progress line, write the final checkpoint, flush logs; the run's summary."""
+        c = self.agent.counters
+        progress.update("train", c.env_steps, self.last_evaluation, force=True)
+        progress.close()
+        if self.run_dir is not None:
+            self.save_checkpoint()
+        if self.logger is not None:
+            self.logger.flush()
+        return RunSummary(c.env_steps, c.episodes, c.gradient_updates, self.last_evaluation,
+                          self.best_evaluation, reached, time.monotonic() - start)
+
+    # ------------------------------------------------------------------ stopping
+    @contextlib.contextmanager
+    def _stop_signals(self) -> Iterator[None]:
+        """SIGINT / SIGTERM stop the run after the current step (final checkpoint written);
+        a second Ctrl-C aborts at once. Only the main thread can install handlers."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(signum: int, _frame: Any) -> None:
+            if self.stop_requested and signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            self.stop_requested = True
+            self.stop_signal = signum
+            print(f"\nrulka: {signal.Signals(signum).name} received: stopping collectors and writing a final "
+                  f"checkpoint (Ctrl-C again aborts at once)", file=sys.stderr, flush=True)
+
+        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+    def _collector_event(self, message: str) -> None:
+        self.collector_events.append(message)
+        print(f"\nrulka: {message}", file=sys.stderr, flush=True)
+
     # ------------------------------------------------------------------ logging
     def log(self, values: dict[str, float]) -> None:
         if self.logger is not None:
@@ -288,6 +457,9 @@ class BasicRLGraphManager(GraphManager):
     def log_training(self, stats: dict[str, float]) -> None:
         agent = self.agent
         values = {f"Training/{k}": v for k, v in stats.items()}
+        test_loss = getattr(agent, "test_loss", lambda: None)()
+        if test_loss is not None:
+            values["Training/test_loss"] = test_loss
         values["Training/learning_rate"] = agent.learning_rate()
         values["RL/gamma"] = agent.gamma()
         values["RL/memory_size"] = len(agent.memory)
@@ -296,9 +468,44 @@ class BasicRLGraphManager(GraphManager):
             values[f"RL/{name}"] = value
         self.log(values)
 
+    def log_performance(self) -> None:
+        """The Performance group: throughput, the learner's time split, queue depth, policy lag."""
+        clock, agent, collection = self._clock, self.agent, self.collection
+        elapsed = max(time.monotonic() - clock.start, 1e-9)
+        values = {
+            "Performance/actions_per_s": (agent.counters.env_steps - clock.env_steps) / elapsed,
+            "Performance/updates_per_s": (agent.counters.gradient_updates - clock.gradient_updates) / elapsed,
+            "Performance/learner_collect_or_wait_fraction": clock.collect / elapsed,
+            "Performance/learner_training_fraction": clock.train / elapsed,
+            "Performance/learner_publish_fraction": clock.publish / elapsed,
+        }
+        if clock.lag_count:
+            values["Performance/policy_lag_batches"] = clock.lag_sum / clock.lag_count
+        if isinstance(collection, ProcessCollection):
+            actions = collection.actions_per_collector()
+            previous = getattr(clock, "collector_actions", [0] * len(actions))
+            for i, (now, before) in enumerate(zip(actions, previous)):
+                values[f"Performance/collector_{i}_actions_per_s"] = (now - before) / elapsed
+            values["Performance/collected_actions_per_s"] = (sum(actions) - sum(previous)) / elapsed
+            values["Performance/rollout_queue_depth"] = collection.queue_depth()
+            values["Performance/collector_restarts"] = collection.stats.restarts
+            clock.reset(agent.counters.env_steps, agent.counters.gradient_updates)
+            clock.collector_actions = actions
+        else:
+            clock.reset(agent.counters.env_steps, agent.counters.gradient_updates)
+        self.log(values)
+
     def close(self) -> None:
         if self.logger is not None:
             self.logger.close()
-        for level in (self.level, self.eval_level):
-            if level is not None:
-                level.env.close()
+        if self.eval_collector is not None:
+            self.eval_collector.close()
+        if isinstance(self.collection, InProcessCollection):
+            self.collection.close()
+        if self._first_env is not None:
+            self._first_env.close()
+
+
+def _crossed(before: int, after: int, every: int) -> bool:
+    """Whether a multiple of ``every`` lies in (before, after]."""
+    return bool(every) and after // every != before // every

@@ -1,12 +1,15 @@
 """The LevelManager: the proxy between one agent and one environment.
 
-It passes the environment's response through the agent's input filter to ``agent.observe`` and
-the agent's action through the output filter to the environment. Agents never see the
-environment, and environments never see the agent.
+It passes the environment's response through the agent's input filter and the agent's action
+through the output filter. Agents never see the environment, and environments never see the agent.
+A :class:`~rulka.collection.collector.Collector` holds one LevelManager per environment and chooses
+the actions of all of them in one forward pass; :meth:`LevelManager.step` acts for one environment
+alone (evaluation, tests).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -16,9 +19,14 @@ from filters import InputFilter, OutputFilter
 from rulka.core_types import Observation, RunPhase
 
 
+class NonFiniteStepError(ValueError):
+    """An environment returned a NaN or infinite observation or reward."""
+
+
 @dataclass
 class StepResult:
     reward: float  # the environment's reward, before reward filters
+    filtered_reward: float
     terminated: bool
     truncated: bool
     info: dict
@@ -28,55 +36,65 @@ class StepResult:
     def done(self) -> bool:
         return self.terminated or self.truncated
 
+    @property
+    def discarded(self) -> bool:
+        """The environment lost the episode (a hung game): the step never happened."""
+        return bool(self.info.get("discarded", False))
+
+
+def check_finite(observation: dict[str, Any], reward: float, env_name: str, step: int) -> None:
+    """Refuse a NaN or infinite reward or float observation, naming the environment and its step."""
+    if not np.isfinite(reward):
+        raise NonFiniteStepError(f"environment {env_name} returned a non-finite reward ({reward}) at step {step} "
+                                 f"of its episode: fix the environment or clip its reward with a reward filter")
+    for key, value in observation.items():
+        array = np.asarray(value)
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            bad = int(np.size(array) - np.isfinite(array).sum())
+            raise NonFiniteStepError(f"environment {env_name} returned {bad} non-finite value(s) in observation "
+                                     f"'{key}' at step {step} of its episode: fix the environment or filter the "
+                                     f"observation")
+
 
 class LevelManager:
-    def __init__(self, agent: Agent, env: gym.Env, input_filter: InputFilter, output_filter: OutputFilter) -> None:
+    def __init__(self, agent: Agent | None, env: gym.Env, input_filter: InputFilter, output_filter: OutputFilter) -> None:
         self.agent = agent
         self.env = env
         self.input_filter = input_filter
         self.output_filter = output_filter
+        self.env_name = getattr(getattr(env, "spec", None), "id", None) or type(getattr(env, "unwrapped", env)).__name__
         self.observation: Observation | None = None
         self.episode_return = 0.0
         self.episode_length = 0
         self.last_action: int | None = None
 
-    def reset(self, seed: int | None = None) -> None:
-        raw, _ = self.env.reset(seed=seed)
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Observation:
+        raw, _ = self.env.reset(seed=seed, options=options)
+        check_finite(raw, 0.0, self.env_name, 0)
         self.observation = self.input_filter.filter_observation(raw)
         self.episode_return = 0.0
         self.episode_length = 0
+        return self.observation
 
-    def step(self, phase: RunPhase, store: bool | None = None) -> StepResult:
-        """One action in the environment.
-
-        The agent observes it (stores it, counts it) when ``store`` is true; by default unless
-        evaluating. Greedy runs that fill the buffer (a map cycle's evaluation entries) pass
-        ``phase=EVALUATE, store=True``.
-        """
-        store = phase is not RunPhase.EVALUATE if store is None else store
-        if self.observation is None:
-            self.reset()
-        state = self.observation
-        batched = {k: np.expand_dims(v, 0) for k, v in state.items()}
-        info = self.agent.act(batched, phase)
-        action = int(info.actions[0])
-        raw, reward, terminated, truncated, env_info = self.env.step(self.output_filter.filter(action))
+    def apply(self, action: int) -> StepResult:
+        """Send ``action`` (the agent's) to the environment and filter its response."""
+        raw, reward, terminated, truncated, info = self.env.step(self.output_filter.filter(action))
+        check_finite(raw, reward, self.env_name, self.episode_length + 1)
         next_state = self.input_filter.filter_observation(raw)
         self.last_action = action
-        # A rollout the environment lost (a hung game: info["discarded"]) ends without a real last
-        # transition: the agent forgets the episode's open windows instead of storing a fake step.
-        discarded = bool(env_info.get("discarded", False))
-        if store and discarded:
-            self.agent.abandon_episode()
-        elif store:
-            self.agent.observe(state, action, bool(info.was_greedy[0]), self.input_filter.filter_reward(reward),
-                               next_state, bool(terminated), bool(truncated))
         self.episode_return += float(reward)
         self.episode_length += 1
         self.observation = next_state
-        result = StepResult(float(reward), bool(terminated), bool(truncated), env_info, next_state)
+        result = StepResult(float(reward), float(self.input_filter.filter_reward(reward)), bool(terminated),
+                            bool(truncated), info, next_state)
         if result.done:
-            if store and not discarded:
-                self.agent.handle_episode_ended()
             self.observation = None
         return result
+
+    def step(self, phase: RunPhase) -> StepResult:
+        """Act for this environment alone (one forward pass for one observation) and step it."""
+        if self.observation is None:
+            self.reset()
+        batched = {k: np.expand_dims(v, 0) for k, v in self.observation.items()}
+        info = self.agent.act(batched, phase)
+        return self.apply(int(info.actions[0]))

@@ -1,8 +1,8 @@
 """Typed parameters of an experiment, one dataclass per configuration section.
 
 The section and field names follow the TrackMania RL configuration guide (environment,
-neural_network, training, memory, exploration, rewards, map_cycle, performance), so a YAML file
-written for it loads into these objects. A preset builds an :class:`ExperimentConfig` in Python;
+neural_network, training, memory, exploration, rewards, performance), so a YAML file written for it
+loads into these objects (TrackMania's ``map_cycle`` section lives with TrackMania's parameters). A preset builds an :class:`ExperimentConfig` in Python;
 ``--config FILE.yaml`` and ``-cp section.key=value`` then override single fields
 (see :mod:`rulka.config`).
 
@@ -152,32 +152,34 @@ class RewardParameters:
 
 
 @dataclass
-class MapCycleEntry:
-    """One entry of the TrackMania map cycle."""
-
-    short_name: str = "map"
-    map_path: str = ""
-    reference_line_path: str = ""
-    is_exploration: bool = True
-    fill_buffer: bool = True
-    repeat: int = 1
-
-
-@dataclass
-class MapCycleParameters:
-    """The ``map_cycle`` section: which track each episode runs and whether it explores."""
-
-    entries: list[MapCycleEntry] = field(default_factory=list)
-
-
-@dataclass
 class PerformanceParameters:
-    """The ``performance`` section: processes, devices and the policy's refresh rhythm."""
+    """The ``performance`` section: processes, devices and the policy's refresh rhythm.
 
-    gpu_collectors_count: int = 1
+    One learner process trains; ``gpu_collectors_count`` collector processes play
+    ``envs_per_collector`` environments each and send what they played. With 0 collectors the
+    learner plays one environment itself between updates (small environments, tests, exact resume).
+    """
+
+    #: Collector processes (0: collect inside the learner's process).
+    gpu_collectors_count: int = 0
+    #: Environments each collector steps together, choosing all their actions in one forward pass.
+    envs_per_collector: int = 1
+    #: Where collectors run their inference network: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (the learner's).
+    collector_device: str = "cpu"
+    #: Torch threads per collector process.
+    collector_torch_threads: int = 1
+    #: Game speed of the real game (1 = real time); the simulator ignores it.
     running_speed: int = 160
+    #: The learner publishes its online network to the collectors every this many batches.
     send_shared_network_every_n_batches: int = 8
+    #: Collectors refresh their inference network every this many actions (and at each episode start).
     update_inference_network_every_n_actions: int = 8
+    #: Rollout chunks waiting for the learner, over all collectors; a collector waits while its share is full.
+    max_rollout_queue_size: int = 16
+    #: Longest chunk a collector sends, actions: a long race is learned from while it goes on.
+    rollout_chunk_actions: int = 200
+    #: A collector silent for this long (a hung game) is killed and replaced, seconds.
+    collector_timeout_s: float = 300.0
     make_highest_prio_figures: bool = False
     #: Torch threads of the learner (0: torch's default).
     torch_num_threads: int = 0
@@ -193,7 +195,6 @@ class ExperimentConfig:
     memory: MemoryParameters = field(default_factory=MemoryParameters)
     exploration: ExplorationParameters = field(default_factory=ExplorationParameters)
     rewards: RewardParameters = field(default_factory=RewardParameters)
-    map_cycle: MapCycleParameters = field(default_factory=MapCycleParameters)
     performance: PerformanceParameters = field(default_factory=PerformanceParameters)
 
 

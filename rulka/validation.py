@@ -236,7 +236,15 @@ register_field_rules({
     "fill_buffer": BOOL,
     "repeat": NON_NEGATIVE_INT,
     # performance
-    "gpu_collectors_count": POSITIVE_INT,
+    "gpu_collectors_count": NON_NEGATIVE_INT,
+    "envs_per_collector": POSITIVE_INT,
+    "collector_device": Rule("cpu, cuda, cuda:N or auto",
+                             lambda v: isinstance(v, str) and (v in ("cpu", "cuda", "auto") or
+                                                               (v.startswith("cuda:") and v[5:].isdigit()))),
+    "collector_torch_threads": POSITIVE_INT,
+    "max_rollout_queue_size": POSITIVE_INT,
+    "rollout_chunk_actions": POSITIVE_INT,
+    "collector_timeout_s": POSITIVE,
     "running_speed": POSITIVE_INT,
     "send_shared_network_every_n_batches": POSITIVE_INT,
     "update_inference_network_every_n_actions": POSITIVE_INT,

@@ -7,12 +7,17 @@ Speed profile (computed once per track):
      the car can actually carry; the forward pass also predicts the race time.
 Control (per action): steer towards the line point one look-ahead distance ahead (pure pursuit),
 binary steering modulated by a sigma-delta accumulator; accelerate below the profile, brake above.
+
+The shipped margins (:class:`DriverMargins`: grip 0.8, braking 0.7, look-ahead gain 0.45 s) are
+safe everywhere; :func:`tune_baseline` (``rulka baseline --tune``) searches them per track for the
+fastest finishing race: the tuned driver is the reference the benches compare the agent with.
 """
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
 
 import numpy as np
 
@@ -36,6 +41,20 @@ LOOKAHEAD_GAIN_S, LOOKAHEAD_MIN_M, LOOKAHEAD_MAX_M = 0.45, 6.0, 30.0
 SPEED_PREVIEW_S = 0.3
 #: Brake when faster than the target by this much, m/s.
 BRAKE_MARGIN_MS = 1.0
+
+
+@dataclass(frozen=True)
+class DriverMargins:
+    """The classical driver's margins: fraction of the grip limit the profile keeps, fraction of the
+    braking limit it plans with, and the pure-pursuit look-ahead gain (s of travel)."""
+
+    grip_safety: float = GRIP_SAFETY
+    brake_safety: float = BRAKE_SAFETY
+    lookahead_gain_s: float = LOOKAHEAD_GAIN_S
+
+    def __str__(self) -> str:
+        return (f"grip {self.grip_safety:.2f}, brake {self.brake_safety:.2f}, "
+                f"look-ahead {self.lookahead_gain_s:.2f} s")
 
 
 @dataclass
@@ -63,9 +82,11 @@ def _engine_acceleration(car: CarParameters, v: float) -> float:
     return car.gear_acceleration[gear] * torque - car.aero_drag * v * v - car.rolling_resistance
 
 
-def speed_profile(track: Track, car: CarParameters | None = None) -> SpeedProfile:
-    """The quasi-steady-state speed profile of ``track`` for ``car``."""
+def speed_profile(track: Track, car: CarParameters | None = None, margins: DriverMargins | None = None
+                  ) -> SpeedProfile:
+    """The quasi-steady-state speed profile of ``track`` for ``car`` within ``margins``."""
     car = car or CarParameters()
+    margins = margins or DriverMargins()
     line = track.reference_line
     s = track.arc_length
     n = len(line)
@@ -78,7 +99,7 @@ def speed_profile(track: Track, car: CarParameters | None = None) -> SpeedProfil
     curvature = np.abs(heading[hi] - heading[lo]) / np.maximum(s[hi] - s[lo], 1e-6)
     # a corner is as tight as its tightest part nearby
     curvature = np.max(np.stack([np.roll(curvature, j) for j in range(-k, k + 1)]), axis=0)
-    grip = np.array([SURFACE_GRIP[track.surface_at(i, 0.0)] for i in range(n)]) * GRIP_SAFETY
+    grip = np.array([SURFACE_GRIP[track.surface_at(i, 0.0)] for i in range(n)]) * margins.grip_safety
     g = car.gravity
     denom = curvature - grip * g * car.downforce
     with np.errstate(divide="ignore"):
@@ -94,7 +115,7 @@ def speed_profile(track: Track, car: CarParameters | None = None) -> SpeedProfil
     v = v_max.copy()
     ds = np.diff(s)
     for i in range(n - 2, -1, -1):
-        a_b = BRAKE_SAFETY * min(car.brake_deceleration, grip[i] * g * (1 + car.downforce * v[i + 1] ** 2))
+        a_b = margins.brake_safety * min(car.brake_deceleration, grip[i] * g * (1 + car.downforce * v[i + 1] ** 2))
         v[i] = min(v[i], math.sqrt(v[i + 1] ** 2 + 2 * a_b * ds[i]))
     # forward pass: acceleration limit from a standing start; integrate the time
     v[0] = 0.0
@@ -110,10 +131,11 @@ def speed_profile(track: Track, car: CarParameters | None = None) -> SpeedProfil
 class BaselineDriver:
     """Drives a track from :class:`CarState` alone (works with any backend)."""
 
-    def __init__(self, track: Track, car: CarParameters | None = None) -> None:
+    def __init__(self, track: Track, car: CarParameters | None = None, margins: DriverMargins | None = None) -> None:
         self.track = track
         self.car = car or CarParameters()
-        self.profile = speed_profile(track, self.car)
+        self.margins = margins or DriverMargins()
+        self.profile = speed_profile(track, self.car, self.margins)
         line = track.reference_line
         self._x = line[:, 0].tolist()
         self._z = line[:, 2].tolist()
@@ -154,7 +176,7 @@ class BaselineDriver:
         i = self._project(x, z)
 
         # --- steering: pure pursuit
-        lookahead = min(max(LOOKAHEAD_GAIN_S * abs(v), LOOKAHEAD_MIN_M), LOOKAHEAD_MAX_M)
+        lookahead = min(max(self.margins.lookahead_gain_s * abs(v), LOOKAHEAD_MIN_M), LOOKAHEAD_MAX_M)
         j = i + int(round(lookahead / self._spacing))
         if j < self._n:
             tx, tz = self._x[j], self._z[j]
@@ -219,13 +241,14 @@ def run_baseline(
     seed: int = 0,
     render: bool = False,
     max_steps: int | None = None,
+    margins: DriverMargins | None = None,
 ) -> BaselineResult:
     """Drive ``track_name`` with the classical driver in the simulator; returns the race time."""
     from environments.trackmania.env import TrackManiaEnv
 
     track = resolve_track(track_name)
     env = TrackManiaEnv(params=params, track=track, backend_options={"render": render})
-    driver = BaselineDriver(track)
+    driver = BaselineDriver(track, margins=margins)
     obs, info = env.reset(seed=seed)
     limit = max_steps or (env.params.cutoff_rollout_if_race_not_finished_within_duration_ms // env.params.ms_per_action
                           + 1)
@@ -238,3 +261,62 @@ def run_baseline(
     return BaselineResult(track=track.name, finished=bool(info["finished"]), race_time_ms=int(info["race_time_ms"]),
                           steps=steps, predicted_time_s=driver.profile.predicted_time_s,
                           end_reason=info["end_reason"])
+
+
+#: The search grid of :func:`tune_baseline`: a coarse pass, then a finer one around the best.
+TUNE_GRIP = tuple(round(0.8 + 0.1 * i, 2) for i in range(6))  # 0.8 .. 1.3
+TUNE_BRAKE = tuple(round(0.7 + 0.1 * i, 2) for i in range(6))  # 0.7 .. 1.2
+TUNE_LOOKAHEAD = (0.35, 0.45, 0.55)
+TUNE_FINE_STEP = 0.05
+
+
+@dataclass
+class TuneResult:
+    """The fastest finishing setting found, with the shipped driver's result for comparison."""
+
+    track: str
+    margins: DriverMargins
+    race_time_s: float
+    shipped_time_s: float | None
+    shipped_finished: bool
+    races: int
+
+
+def tune_baseline(track_name: str | Track = "short", seed: int = 0,
+                  progress: Callable[[str], None] | None = None) -> TuneResult:
+    """Search the driver's margins on ``track_name`` for the fastest finishing race.
+
+    A coarse grid (grip 0.8-1.3, brake 0.7-1.2 in steps of 0.1, look-ahead gain 0.35/0.45/0.55 s),
+    then every neighbour at +-0.05 grip / brake / look-ahead of the best setting. Raises ValueError
+    when no setting finishes.
+    """
+    track = resolve_track(track_name)
+    tried: dict[DriverMargins, BaselineResult] = {}
+
+    def race(margins: DriverMargins) -> None:
+        if margins not in tried:
+            tried[margins] = run_baseline(track, seed=seed, margins=margins)
+
+    def best() -> DriverMargins | None:
+        done = [(r.race_time_ms, m.grip_safety, m.brake_safety, m.lookahead_gain_s, m)
+                for m, r in tried.items() if r.finished]
+        return min(done)[-1] if done else None
+
+    shipped = DriverMargins()
+    race(shipped)
+    for grip, brake, gain in itertools.product(TUNE_GRIP, TUNE_BRAKE, TUNE_LOOKAHEAD):
+        race(DriverMargins(grip, brake, gain))
+    coarse = best()
+    if progress is not None and coarse is not None:
+        progress(f"coarse grid: {len(tried)} races, best {tried[coarse].race_time_s:.2f} s ({coarse})")
+    if coarse is None:
+        raise ValueError(f"no setting of the classical driver finishes {track.name}")
+    for dg, db, dl in itertools.product((-TUNE_FINE_STEP, 0.0, TUNE_FINE_STEP), repeat=3):
+        race(replace(coarse, grip_safety=round(coarse.grip_safety + dg, 3),
+                     brake_safety=round(coarse.brake_safety + db, 3),
+                     lookahead_gain_s=round(coarse.lookahead_gain_s + dl, 3)))
+    found = best()
+    assert found is not None
+    return TuneResult(track=track.name, margins=found, race_time_s=tried[found].race_time_s,
+                      shipped_time_s=tried[shipped].race_time_s if tried[shipped].finished else None,
+                      shipped_finished=tried[shipped].finished, races=len(tried))

@@ -14,9 +14,15 @@ _TRACK_HELP = (f"track: {', '.join(BUILTIN_TRACK_NAMES)} (default {DEFAULT_TRACK
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
-    """Print the classical driver's race time on ``--track``."""
-    from environments.trackmania.baseline import run_baseline
+    """Print the classical driver's race time on ``--track`` (with ``--tune``: search its margins)."""
+    from environments.trackmania.baseline import run_baseline, tune_baseline
 
+    if args.tune:
+        tuned = tune_baseline(args.track, seed=args.seed, progress=print)
+        shipped = f"{tuned.shipped_time_s:.2f} s" if tuned.shipped_finished else "did not finish"
+        print(f"track {tuned.track}: tuned driver finished in {tuned.race_time_s:.2f} s with {tuned.margins} "
+              f"({tuned.races} races tried); shipped margins: {shipped}")
+        return 0
     result = run_baseline(args.track, seed=args.seed)
     status = "finished" if result.finished else f"did not finish ({result.end_reason})"
     print(f"track {result.track}: {status} in {result.race_time_s:.2f} s "
@@ -56,6 +62,8 @@ def register_commands(subparsers: "argparse._SubParsersAction") -> None:
     p = subparsers.add_parser("baseline", help="race time of the classical driver on a simulator track")
     p.add_argument("--track", default=DEFAULT_TRACK, help=_TRACK_HELP)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tune", action="store_true",
+                   help="search the driver's margins (grip, braking, look-ahead) for the fastest finish")
     p.set_defaults(func=cmd_baseline)
 
     p = subparsers.add_parser("record", help="write an episode as GIF (frames) + PNG (top-down trajectory)")

@@ -30,6 +30,16 @@ from environments.trackmania.zones import ZoneCenters, ZoneTracker
 _SEED_BOUND = 2 ** 31 - 1
 
 
+def trackmania_spaces(params: TrackManiaEnvironmentParameters) -> tuple[spaces.Dict, spaces.Discrete]:
+    """The observation and action spaces of every TrackMania environment with ``params``."""
+    h, w = params.H_downsized, params.W_downsized
+    observation_space = spaces.Dict({
+        "frame": spaces.Box(0, 255, shape=(1, h, w), dtype=np.uint8),
+        "floats": spaces.Box(-np.inf, np.inf, shape=(FloatLayout.from_parameters(params).size,), dtype=np.float32),
+    })
+    return observation_space, spaces.Discrete(N_ACTIONS)
+
+
 class TrackManiaEnv(gym.Env):
     """A TrackMania race on one track, one action = ``tm_engine_step_per_action`` engine ticks."""
 
@@ -54,26 +64,10 @@ class TrackManiaEnv(gym.Env):
             self.backend = make_backend(backend, params, **(backend_options or {}))
         self.backend_name = backend if isinstance(backend, str) else type(backend).__name__
         self.layout = FloatLayout.from_parameters(params)
-        real_cps = self.track.checkpoint_positions if params.sync_virtual_and_real_checkpoints else None
-        self.zones = ZoneCenters.from_raw_line(
-            self.track.reference_line,
-            params.n_zone_centers_extrapolate_before_start_of_map,
-            params.n_zone_centers_extrapolate_after_end_of_map,
-            real_checkpoints=real_cps,
-        )
-        self._start_progress_m = self.zones.progress_m(self.zones.first_real,
-                                                       self.zones.centers[self.zones.first_real])
-        self.tracker = ZoneTracker(self.zones, params.road_width, params.sync_virtual_and_real_checkpoints)
-        self.builder = ObservationBuilder(self.layout, self.zones, params.one_every_n_zone_centers_in_inputs,
-                                          params.margin_to_announce_finish_meters)
+        self._set_track(self.track)
         self.reward_fn = RewardFunction(params)
         self.end_rules = EpisodeEndRules(params)
-        h, w = params.H_downsized, params.W_downsized
-        self.observation_space = spaces.Dict({
-            "frame": spaces.Box(0, 255, shape=(1, h, w), dtype=np.uint8),
-            "floats": spaces.Box(-np.inf, np.inf, shape=(self.layout.size,), dtype=np.float32),
-        })
-        self.action_space = spaces.Discrete(N_ACTIONS)
+        self.observation_space, self.action_space = trackmania_spaces(params)
         self.state: CarState | None = None
         self._frame: np.ndarray | None = None
         self._last_obs: dict[str, np.ndarray] | None = None
@@ -84,8 +78,18 @@ class TrackManiaEnv(gym.Env):
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Start a new race; with ``seed`` the whole episode is reproducible."""
+        """Start a new race; with ``seed`` the whole episode is reproducible.
+
+        ``options={"track": T}`` races track ``T`` (a :class:`Track`, or a name or path as the
+        constructor takes) from now on, on the same backend: one game instance serves every map.
+        """
         super().reset(seed=seed)
+        if options and options.get("track") is not None:
+            track = options["track"]
+            track = track if isinstance(track, Track) else resolve_track(track)
+            if track is not self.track:
+                self.track = track
+                self._set_track(track)
         backend_seed = int(self.np_random.integers(_SEED_BOUND))
         self.state = None  # a failed start (e.g. the game cannot be started) leaves the env un-reset
         state, frame = self.backend.start_race(self.track, backend_seed)
@@ -116,10 +120,12 @@ class TrackManiaEnv(gym.Env):
         if self.tracker.furthest > furthest_before:
             self._last_new_zone_ms = state.race_time_ms
         progress = self.zones.progress_m(zone, state.position)
-        reward = self.reward_fn(progress - self._progress, self._distance_to_current_point(state.position))
+        reward = self.reward_fn(progress - self._progress)
         self._progress = progress
         self._furthest_progress = max(self._furthest_progress, progress)
         end = self.end_rules(state.finished, state.race_time_ms, self._last_new_zone_ms)
+        end = self.end_rules.explain_unfinished(end, self._furthest_progress >= self.zones.finish_progress_m,
+                                                len(state.checkpoint_times_ms), len(self.track.checkpoint_s))
         self.state = state
         self._steps += 1
         if end.truncated:
@@ -138,6 +144,22 @@ class TrackManiaEnv(gym.Env):
         self.backend.close()
 
     # ------------------------------------------------------------------ helpers
+    def _set_track(self, track: Track) -> None:
+        """Build everything that depends on the track: zones, tracker, observation builder."""
+        params = self.params
+        real_cps = track.checkpoint_positions if params.sync_virtual_and_real_checkpoints else None
+        self.zones = ZoneCenters.from_raw_line(
+            track.reference_line,
+            params.n_zone_centers_extrapolate_before_start_of_map,
+            params.n_zone_centers_extrapolate_after_end_of_map,
+            real_checkpoints=real_cps,
+        )
+        self._start_progress_m = self.zones.progress_m(self.zones.first_real,
+                                                       self.zones.centers[self.zones.first_real])
+        self.tracker = ZoneTracker(self.zones, params.road_width, params.sync_virtual_and_real_checkpoints)
+        self.builder = ObservationBuilder(self.layout, self.zones, params.one_every_n_zone_centers_in_inputs,
+                                          params.margin_to_announce_finish_meters)
+
     def _discarded_step(self, exc: Exception):
         """The backend lost the race: truncate with the last observation, reward 0, ``discarded``."""
         assert self.state is not None and self._last_obs is not None
@@ -197,4 +219,6 @@ class TrackManiaEnv(gym.Env):
             "checkpoint_times_ms": list(state.checkpoint_times_ms),
             "steps": self._steps,
             "discarded": False,
+            # the reward is never shaped; the memory shapes with this potential (read from the floats)
+            "shaping_potential": self.reward_fn.potential(self._distance_to_current_point(state.position)),
         }

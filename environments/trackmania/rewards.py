@@ -7,9 +7,14 @@ from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 
 
 class RewardFunction:
-    """Per action: ``constant_reward_per_ms * ms_per_action + reward_per_m * progress_delta``, plus optional
-    potential-based shaping ``phi(s') - phi(s)`` with ``phi = w * clip(distance to current point, min, max)``
-    (gamma = 1 as in the mini-race setting)."""
+    """Per action: ``constant_reward_per_ms * ms_per_action + reward_per_m * progress_delta``.
+
+    The reward is never shaped here. The shaping potential ``phi = w * clip(distance to the current
+    reference point, min, max)`` (:meth:`potential`) is reported by the environment in
+    ``info["shaping_potential"]``, and the replay memory adds ``discount * phi(s') - phi(s)`` when it
+    assembles a batch (reading the same distance from the floats: see
+    ``TrackManiaExperimentConfig.shaping_potential``), so that the shaping telescopes over a mini-race.
+    """
 
     def __init__(self, params: TrackManiaEnvironmentParameters) -> None:
         self.time_reward = params.constant_reward_per_ms * params.ms_per_action
@@ -17,7 +22,6 @@ class RewardFunction:
         self.shaping_weight = params.shaped_reward_dist_to_cur_vcp
         self.d_min = params.shaped_reward_min_dist_to_cur_vcp
         self.d_max = params.shaped_reward_max_dist_to_cur_vcp
-        self._potential = 0.0
 
     def potential(self, distance_to_current_point_m: float) -> float:
         """The shaping potential for this distance (0 when shaping is off)."""
@@ -26,17 +30,11 @@ class RewardFunction:
         return self.shaping_weight * min(max(distance_to_current_point_m, self.d_min), self.d_max)
 
     def reset(self, distance_to_current_point_m: float) -> None:
-        """Start a race."""
-        self._potential = self.potential(distance_to_current_point_m)
+        """Start a race: nothing to remember, the reward has no shaping term (kept for the env's reset)."""
 
-    def __call__(self, progress_delta_m: float, distance_to_current_point_m: float) -> float:
+    def __call__(self, progress_delta_m: float) -> float:
         """The reward of one action that advanced ``progress_delta_m`` along the line."""
-        reward = self.time_reward + self.per_m * progress_delta_m
-        if self.shaping_weight:
-            new = self.potential(distance_to_current_point_m)
-            reward += new - self._potential
-            self._potential = new
-        return reward
+        return self.time_reward + self.per_m * progress_delta_m
 
 
 @dataclass
@@ -64,3 +62,18 @@ class EpisodeEndRules:
         if race_time_ms - last_new_zone_time_ms >= self.max_no_progress_ms:
             return EpisodeEnd(False, True, "no_progress")
         return EpisodeEnd(False, False, "")
+
+    @staticmethod
+    def explain_unfinished(end: EpisodeEnd, reached_line_end: bool, checkpoints_passed: int,
+                           n_checkpoints: int) -> EpisodeEnd:
+        """Name the missed gate of a race cut off after reaching the end of the reference line.
+
+        ``missed_checkpoint_K_of_N`` when checkpoint K (1-based) was never crossed within its gate,
+        else ``missed_finish_gate`` (the car crossed the finish line off the gate, or the game has
+        not counted it). Other ends are returned unchanged.
+        """
+        if not end.truncated or not reached_line_end:
+            return end
+        if checkpoints_passed < n_checkpoints:
+            return EpisodeEnd(False, True, f"missed_checkpoint_{checkpoints_passed + 1}_of_{n_checkpoints}")
+        return EpisodeEnd(False, True, "missed_finish_gate")

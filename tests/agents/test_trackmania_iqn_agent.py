@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import torch
 
+from agents.losses import quantile_huber_loss
 from agents.trackmania_iqn_agent import TrackManiaIQNAgent
 from environments.trackmania.env import TrackManiaEnv
 from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
@@ -48,8 +49,8 @@ def test_guide_yaml_rewards_section_routes_to_environment():
 @pytest.mark.parametrize("prio_alpha", [0.0, 0.6])
 def test_agent_learns_from_the_mini_race_batch(prio_alpha):
     """A few hundred simulator steps through the agent (uniform and prioritized replay): training
-    runs, the target-spread EMA is set, the test buffer receives whole episodes, the loss stays
-    finite, and with PER the sampled priorities move away from their initial value."""
+    runs, Linesight's running typical losses move from 0.01, the test buffer receives whole episodes
+    and its loss is on the training loss's scale, and with PER the priorities spread out."""
     config = apply_overrides(load_graph_manager("trackmania_iqn_sim").config, overrides=[
         "memory.memory_size_schedule=[[0, [2000, 200]]]", "memory.buffer_test_ratio=0.3",
         "training.batch_size=16", f"memory.prio_alpha={prio_alpha}"])
@@ -65,13 +66,14 @@ def test_agent_learns_from_the_mini_race_batch(prio_alpha):
         stats = agent.train() or stats
         obs = nxt if not (terminated or truncated) else env.reset()[0]
     assert stats is not None and np.isfinite(stats["loss"])
-    assert agent.target_spread_ema is not None and agent.target_spread_ema > 0
+    assert agent.typical_self_loss != 0.01 and agent.typical_clamped_self_loss != 0.01
     assert agent.test_memory.transitions_added > 0 and agent.memory.transitions_added > 0
-    assert agent.counters.env_steps == 600
+    assert agent.counters.env_steps == 600 and not agent.test_memory.prioritized
+    test_loss = agent.test_loss()
+    assert test_loss is not None and 0.05 < test_loss / stats["loss"] < 20
     if prio_alpha > 0:
-        assert type(agent.memory).__name__ == "PrioritizedMiniRaceReplay"
-        agent.memory.sample_indices(1)  # brings the tree up to date
-        leaves = agent.memory.tree.leaves[: agent.memory.num_slots_used]
+        assert agent.memory.prioritized
+        leaves = agent.memory.priorities[: agent.memory.num_slots_used]
         assert len(np.unique(np.round(leaves[leaves > 0], 6))) > 1
 
 
@@ -81,3 +83,87 @@ def test_test_buffer_is_sized_for_its_share():
     agent = agent_for(apply_overrides(config, overrides=["environment.backend=sim"]))
     assert agent.memory.capacity == 50_000
     assert agent.test_memory.capacity == 2_500
+
+
+def small_sim_agent(**overrides) -> tuple[TrackManiaIQNAgent, TrackManiaEnv]:
+    config = apply_overrides(load_graph_manager("trackmania_iqn_sim").config, overrides=[
+        "memory.memory_size_schedule=[[0, [2000, 100]]]", "memory.buffer_test_ratio=0", "training.batch_size=16",
+        *[f"{k}={v}" for k, v in overrides.items()]])
+    env = TrackManiaEnv(config.environment)
+    return TrackManiaIQNAgent(config, env.observation_space, env.action_space, "cpu", seed=0), env
+
+
+def fill_from_sim(agent: TrackManiaIQNAgent, env: TrackManiaEnv, steps: int) -> None:
+    obs, _ = env.reset(seed=0)
+    for _ in range(steps):
+        info = agent.act({k: v[None] for k, v in obs.items()}, RunPhase.HEATUP)
+        nxt, reward, terminated, truncated, _ = env.step(int(info.actions[0]))
+        agent.observe(obs, int(info.actions[0]), False, reward, nxt, terminated, truncated)
+        obs = nxt if not (terminated or truncated) else env.reset()[0]
+
+
+def test_loss_on_a_fixed_batch_falls_when_trained_on_it():
+    """Learning, not just finite numbers: 150 updates on one fixed mini-race batch (targets from a
+    frozen target network) cut its quantile loss, measured with the same taus before and after, by
+    more than half."""
+    torch.manual_seed(0)
+    agent, env = small_sim_agent()
+    fill_from_sim(agent, env, 300)
+    batch = agent.memory.sample(16, agent.gamma())
+    taus = torch.rand(16, agent.config.neural_network.iqn_n)
+
+    def fixed_loss() -> float:
+        with torch.no_grad():
+            predicted, targets, _, _ = agent.quantiles(batch)
+            online = agent.online_network(batch.states, taus).gather(
+                2, batch.actions.view(16, 1, 1).expand(16, taus.shape[1], 1)).squeeze(2)
+            return quantile_huber_loss(online, targets.mean(dim=1, keepdim=True).expand_as(online), taus,
+                                       agent.config.neural_network.iqn_kappa).mean().item()
+
+    torch.manual_seed(1)
+    before = fixed_loss()
+    for _ in range(150):
+        agent.learn_from_batch(batch)
+    torch.manual_seed(1)
+    assert fixed_loss() < 0.5 * before
+
+
+def test_linesight_loss_scaling_and_sum_by_hand():
+    """scale_loss: spread = sqrt(self loss of the target quantiles); typical_self_loss <- 0.99 x 0.01 +
+    0.01 x mean(spread); clamped = max(spread, typical / 4); typical_clamped <- 0.99 x 0.01 + 0.01 x
+    mean(clamped); loss x typical_clamped / clamped. Targets [0, 0] (spread 0) and [0, 2] with taus
+    [.25, .75], kappa 5e-3: worked out by hand; the batch's loss is the sum."""
+    agent, _ = small_sim_agent(**{"neural_network.iqn_kappa": 5e-3})
+    targets = torch.tensor([[0.0, 0.0], [0.0, 2.0]])
+    taus = torch.tensor([[0.25, 0.75], [0.25, 0.75]])
+    # self loss of [0, 2]: pairs (i, j) with d = t_j - t_i: (0,1) d=2 -> .25 x (2 - .0025); (1,0) d=-2 ->
+    # |.75 - 1| x (2 - .0025); sum over j, mean over i: (.499375 + .499375) / 2 = .499375
+    spread = np.sqrt([0.0, 0.499375])
+    typical = 0.99 * 0.01 + 0.01 * spread.mean()
+    clamped = np.maximum(spread, typical / 4.0)
+    typical_clamped = 0.99 * 0.01 + 0.01 * clamped.mean()
+    scaled = agent.scale_loss(torch.tensor([1.0, 1.0]), targets, taus, update_statistics=True)
+    np.testing.assert_allclose(scaled.numpy(), typical_clamped / clamped, rtol=1e-5)
+    assert agent.typical_self_loss == pytest.approx(typical) and agent.typical_clamped_self_loss == pytest.approx(
+        typical_clamped)
+    agent.scale_loss(torch.tensor([1.0, 1.0]), targets, taus, update_statistics=False)  # a test batch
+    assert agent.typical_self_loss == pytest.approx(typical)
+    assert agent.reduce_loss(torch.tensor([1.0, 2.0, 3.0])).item() == 6.0
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/statm"), reason="reads /proc (Linux)")
+def test_building_the_agent_does_not_touch_the_replay_arrays():
+    """Collectors build the same agent only to act: at the uni preset's size (50,000 slots of
+    120 x 160 frames, ~1 GB of replay) construction must not write the memory's pages. Resident
+    memory grows by far less than the replay's size."""
+    def resident_bytes() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096
+
+    config = apply_overrides(load_graph_manager("trackmania_iqn_uni").config, overrides=["environment.backend=sim"])
+    env = TrackManiaEnv(config.environment)
+    before = resident_bytes()
+    agent = TrackManiaIQNAgent(config, env.observation_space, env.action_space, "cpu", seed=0)
+    grown = resident_bytes() - before
+    assert agent.memory.nbytes() > 900e6
+    assert grown < 0.25 * agent.memory.nbytes()

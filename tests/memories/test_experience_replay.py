@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from memories.experience_replay import ExperienceReplay
+from memories.replay import Replay, make_replay
 
 SPACE = spaces.Dict({"observation": spaces.Box(-np.inf, np.inf, (1,), np.float32)})
 
@@ -11,7 +11,7 @@ def obs(value: float) -> dict[str, np.ndarray]:
     return {"observation": np.array([value], dtype=np.float32)}
 
 
-def play(memory: ExperienceReplay, rewards: list[float], start: float, end: str, greedy=None) -> None:
+def play(memory: Replay, rewards: list[float], start: float, end: str, greedy=None) -> None:
     """An episode whose states are start, start+1, ...; it ends as 'terminated', 'truncated' or 'open'."""
     for t, r in enumerate(rewards):
         last = t == len(rewards) - 1
@@ -19,17 +19,17 @@ def play(memory: ExperienceReplay, rewards: list[float], start: float, end: str,
                    last and end == "truncated", True if greedy is None else greedy[t])
 
 
-def transitions(memory: ExperienceReplay, gamma: float) -> dict[float, tuple]:
+def transitions(memory: Replay, gamma: float) -> dict[float, tuple]:
     ready = np.flatnonzero(memory.ready[: memory.num_slots_used])
     batch = memory.gather(ready, gamma)
     return {float(s): (float(r), float(d), float(n), int(k)) for s, r, d, n, k in zip(
-        batch.states["observation"][:, 0], batch.returns, batch.discounts, batch.next_states["observation"][:, 0],
-        batch.steps_used)}
+        batch.states["observation"][:, 0].numpy(), batch.returns.numpy(), batch.discounts.numpy(),
+        batch.next_states["observation"][:, 0].numpy(), batch.steps_used)}
 
 
 def test_n_step_returns_stop_at_termination():
     """A terminated episode: returns sum the rewards left, discount 0 (no bootstrap)."""
-    memory = ExperienceReplay(SPACE, 100, n_steps=3)
+    memory = make_replay(SPACE, 100, n_steps=3)
     play(memory, [1.0, 2.0, 4.0, 8.0], start=0, end="terminated")
     t = transitions(memory, gamma=0.5)
     assert t[0.0] == (1 + 0.5 * 2 + 0.25 * 4, 0.125, 3.0, 3)
@@ -40,7 +40,7 @@ def test_n_step_returns_stop_at_termination():
 
 def test_truncation_bootstraps_from_final_state():
     """A truncated episode bootstraps from its stored final state with gamma ** k."""
-    memory = ExperienceReplay(SPACE, 100, n_steps=3)
+    memory = make_replay(SPACE, 100, n_steps=3)
     play(memory, [1.0, 1.0], start=10, end="truncated")
     t = transitions(memory, gamma=0.5)
     assert t[10.0] == (1.5, 0.25, 12.0, 2)
@@ -49,7 +49,7 @@ def test_truncation_bootstraps_from_final_state():
 
 def test_windows_never_cross_into_the_next_episode():
     """n-step windows stop at the episode end even when the next episode follows in the ring."""
-    memory = ExperienceReplay(SPACE, 100, n_steps=3)
+    memory = make_replay(SPACE, 100, n_steps=3)
     play(memory, [1.0, 1.0], start=0, end="terminated")
     play(memory, [5.0, 5.0, 5.0, 5.0], start=100, end="open")
     t = transitions(memory, gamma=1.0)
@@ -60,7 +60,7 @@ def test_windows_never_cross_into_the_next_episode():
 
 def test_non_greedy_actions_cut_the_window():
     """discard_non_greedy_actions_in_nsteps cuts before the first exploratory action after the first."""
-    memory = ExperienceReplay(SPACE, 100, n_steps=3, discard_non_greedy_actions_in_nsteps=True)
+    memory = make_replay(SPACE, 100, n_steps=3, discard_non_greedy_actions_in_nsteps=True)
     play(memory, [1.0, 1.0, 1.0, 1.0, 1.0], start=0, end="terminated", greedy=[False, True, False, True, True])
     t = transitions(memory, gamma=1.0)
     assert t[0.0] == (2.0, 1.0, 2.0, 2)  # first action may be exploratory; cut before action 2
@@ -69,7 +69,7 @@ def test_non_greedy_actions_cut_the_window():
 
 def test_growing_capacity_keeps_data_and_order():
     """set_capacity (memory_size_schedule) keeps every stored transition and its n-step meaning."""
-    memory = ExperienceReplay(SPACE, 20, n_steps=2)
+    memory = make_replay(SPACE, 20, n_steps=2)
     play(memory, [1.0] * 30, start=0, end="open")  # wraps the ring
     before = transitions(memory, gamma=0.9)
     memory.set_capacity(50)
@@ -80,21 +80,21 @@ def test_growing_capacity_keeps_data_and_order():
 
 
 def test_uniform_sampling_only_returns_ready_slots():
-    memory = ExperienceReplay(SPACE, 64, n_steps=3, seed=0)
+    memory = make_replay(SPACE, 64, n_steps=3, seed=0)
     play(memory, [0.0] * 10, start=0, end="open")
-    indices = memory.sample_indices(1000)
+    indices = memory.sample(1000, 0.9).indices
     assert memory.ready[indices].all()
     assert len(set(indices.tolist())) == len(memory)
 
 
 def test_checkpoint_round_trip():
-    memory = ExperienceReplay(SPACE, 32, n_steps=2)
+    memory = make_replay(SPACE, 32, n_steps=2)
     play(memory, [1.0, 2.0, 3.0], start=0, end="truncated")
-    clone = ExperienceReplay(SPACE, 8, n_steps=2)
+    clone = make_replay(SPACE, 8, n_steps=2)
     clone.load_state_dict(memory.state_dict())
     assert transitions(clone, 0.9) == transitions(memory, 0.9)
 
 
 def test_capacity_must_hold_a_window():
     with pytest.raises(ValueError, match="must exceed"):
-        ExperienceReplay(SPACE, 3, n_steps=3)
+        make_replay(SPACE, 3, n_steps=3)

@@ -2,7 +2,8 @@ import pytest
 
 from rulka.config import (ConfigError, FlatConfig, apply_dict, apply_overrides, config_to_dict, get_config,
                           parse_override, set_active_config)
-from rulka.parameters import ExperimentConfig, MapCycleEntry
+from environments.trackmania.experiment_parameters import MapCycleEntry, TrackManiaExperimentConfig
+from rulka.parameters import ExperimentConfig
 
 
 @pytest.mark.reliability
@@ -37,7 +38,7 @@ def test_invalid_schedule_in_yaml_names_the_key():
 
 def test_yaml_values_load_into_typed_fields_and_keep_interpolation():
     """Lists become schedules that keep the field's interpolation; 1e-3 strings become floats; map cycle entries build."""
-    config = apply_dict(ExperimentConfig(), {
+    config = apply_dict(TrackManiaExperimentConfig(), {
         "training": {"lr_schedule": [[0, "1e-3"], [100, "1e-4"]], "batch_size": 64},
         "map_cycle": {"entries": [{"short_name": "A01", "repeat": 4}]},
     })

@@ -1,45 +1,43 @@
 import gymnasium as gym
 import numpy as np
+import pytest
 from gymnasium import spaces
 
-from agents.iqn_agent import IQNAgent
 from filters import InputFilter, OutputFilter
-from rulka.core_types import RunPhase
-from rulka.level_manager import LevelManager
-from rulka.parameters import ExperimentConfig, MemoryParameters, NeuralNetworkParameters, TrainingParameters
-from rulka.schedules import Schedule
+from rulka.level_manager import LevelManager, NonFiniteStepError
 
 
-class LostGame(gym.Env):
-    """Three steps, then the 'game' is lost: truncated with info['discarded'] = True."""
+class Broken(gym.Env):
+    """Returns a NaN in its observation (or reward) at step 3."""
 
-    observation_space = spaces.Dict({"observation": spaces.Box(-10, 10, (1,), np.float32)})
+    observation_space = spaces.Dict({"observation": spaces.Box(-10, 10, (2,), np.float32)})
     action_space = spaces.Discrete(2)
 
+    def __init__(self, where: str) -> None:
+        self.where = where
+
     def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
         self.t = 0
-        return {"observation": np.zeros(1, np.float32)}, {}
+        return {"observation": np.zeros(2, np.float32)}, {}
 
     def step(self, action):
         self.t += 1
-        lost = self.t == 4
-        return {"observation": np.full(1, self.t, np.float32)}, 1.0, False, lost, {"discarded": lost}
+        obs = np.zeros(2, np.float32)
+        reward = 0.0
+        if self.t == 3:
+            if self.where == "observation":
+                obs[1] = np.nan
+            else:
+                reward = float("inf")
+        return {"observation": obs}, reward, False, False, {}
 
 
-def test_discarded_rollout_is_not_stored_as_a_transition():
-    """A lost rollout stores no fake last step, closes no n-step window through it, counts no episode."""
-    config = ExperimentConfig(
-        neural_network=NeuralNetworkParameters(vector_embedder_hidden_sizes=[8], dense_hidden_dimension=8, iqn_n=2, iqn_k=2),
-        training=TrainingParameters(n_steps=3, batch_size=4),
-        memory=MemoryParameters(memory_size_schedule=Schedule([(0, (100, 50))], "staircase")),
-    )
-    env = LostGame()
-    agent = IQNAgent(config, env.observation_space, env.action_space, "cpu", seed=0)
-    level = LevelManager(agent, env, InputFilter(), OutputFilter())
-    level.reset(seed=0)
-    results = [level.step(RunPhase.TRAIN) for _ in range(4)]
-    assert results[-1].done and results[-1].info["discarded"]
-    assert agent.memory.transitions_added == 3
-    assert len(agent.memory) == 0  # every window ran into the lost step: none was completed
-    assert agent.counters.episodes == 0
+@pytest.mark.parametrize("where", ["observation", "reward"])
+def test_non_finite_steps_are_refused_naming_the_environment_and_step(where):
+    """A NaN observation or infinite reward stops at the LevelManager with the env's name and step."""
+    level = LevelManager(None, Broken(where), InputFilter(), OutputFilter())
+    level.reset()
+    level.apply(0)
+    level.apply(1)
+    with pytest.raises(NonFiniteStepError, match=rf"Broken .*non-finite .*at step 3"):
+        level.apply(0)

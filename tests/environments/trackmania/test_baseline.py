@@ -35,3 +35,21 @@ def test_baseline_finishes_hockolicious():
     require_hockolicious()
     result = run_baseline("hockolicious")
     assert result.finished and result.race_time_s < 200
+
+
+def test_tune_finds_a_faster_finishing_setting_than_the_shipped_margins(monkeypatch, capsys):
+    """tune_baseline (rulka baseline --tune) on 'short', on a reduced grid to stay fast: the setting it
+    returns finishes, is at least as fast as every setting tried (the shipped one included), and
+    beats the shipped margins (22.50 s) by more than a second; the CLI prints it."""
+    from environments.trackmania import baseline
+    from environments.trackmania.cli import main
+
+    monkeypatch.setattr(baseline, "TUNE_GRIP", (0.8, 1.2))
+    monkeypatch.setattr(baseline, "TUNE_BRAKE", (0.7, 1.2))
+    monkeypatch.setattr(baseline, "TUNE_LOOKAHEAD", (0.45, 0.55))
+    tuned = baseline.tune_baseline("short")
+    assert tuned.shipped_finished and tuned.race_time_s < tuned.shipped_time_s - 1.0
+    check = baseline.run_baseline("short", margins=tuned.margins)
+    assert check.finished and check.race_time_s == tuned.race_time_s
+    assert main(["baseline", "--tune", "--track", "short"]) == 0
+    assert f"tuned driver finished in {tuned.race_time_s:.2f} s" in capsys.readouterr().out

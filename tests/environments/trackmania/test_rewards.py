@@ -32,20 +32,51 @@ def test_reward_sum_equals_progress_times_001_minus_time_times_00012():
     assert rewards.max() > rewards[0] + 0.015  # faster driving earns more per action
 
 
-def test_potential_shaping_telescopes():
-    """With shaping on, the extra reward sums to phi(last) - phi(first) (potential-based)."""
+def test_shaping_leaves_the_reward_unshaped_and_reports_the_potential():
+    """With shaping on, the environment's reward stays progress x 0.01 - time x 0.0012 (the memory
+    shapes at sampling time), and info["shaping_potential"] equals the potential the agent reads from
+    the floats (TrackManiaExperimentConfig.shaping_potential): -0.1 x clip(distance, 2, 25)."""
+    from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
+
     params = TrackManiaEnvironmentParameters(shaped_reward_dist_to_cur_vcp=-0.1)
+    potential = TrackManiaExperimentConfig(environment=params).shaping_potential
     env = TrackManiaEnv(params=params, track="short", backend_options={"render": False})
     rng = np.random.default_rng(0)
     obs, info = env.reset(seed=1)
-    phi0 = env.reward_fn.potential(env._distance_to_current_point(env.state.position))
-    total = 0.0
+    total, seen = 0.0, []
     for _ in range(100):
         obs, r, te, tr, info = env.step(int(rng.choice([0, 1, 2])))
         total += r
-    phi1 = env.reward_fn.potential(env._distance_to_current_point(env.state.position))
+        from_floats = float(potential({"floats": obs["floats"][None]})[0])
+        assert math.isclose(info["shaping_potential"], from_floats, rel_tol=1e-5, abs_tol=1e-6)
+        seen.append(from_floats)
     base = 0.01 * info["progress_m"] - 0.0012 * info["race_time_ms"]
-    assert math.isclose(total, base + phi1 - phi0, abs_tol=1e-9)
+    assert math.isclose(total, base, abs_tol=1e-9)
+    assert min(seen) >= -2.5 and max(seen) <= -0.2 and len(set(np.round(seen, 4))) > 5
+
+
+def test_race_past_the_line_end_off_the_gate_names_the_missed_gate(monkeypatch):
+    """A race that reaches the end of the reference line without the game counting the finish ends
+    naming the gate it missed (here every gate is made unreachable: checkpoint 1 of the 2 of
+    'short'), not 'no_progress'; with every checkpoint passed it is 'missed_finish_gate'."""
+    import dataclasses
+
+    from environments.trackmania.rewards import EpisodeEnd, EpisodeEndRules
+    from environments.trackmania.sim import backend as sim_backend
+
+    real = sim_backend.sim_geometry
+    monkeypatch.setattr(sim_backend, "sim_geometry", lambda track: dataclasses.replace(real(track), gate_half_width=-1.0))
+    env = TrackManiaEnv(track="short", backend_options={"render": False})
+    driver = BaselineDriver(env.track)
+    _, info, _, terminated, truncated = _drive(env, lambda: driver.act(env.state))
+    assert truncated and not terminated and not info["finished"]
+    assert info["progress_fraction"] > 0.99 and info["end_reason"] == "missed_checkpoint_1_of_2"
+    cut = EpisodeEnd(False, True, "no_progress")
+    assert EpisodeEndRules.explain_unfinished(cut, True, 1, 3).reason == "missed_checkpoint_2_of_3"
+    assert EpisodeEndRules.explain_unfinished(cut, True, 3, 3).reason == "missed_finish_gate"
+    assert EpisodeEndRules.explain_unfinished(cut, False, 1, 3).reason == "no_progress"
+    finished = EpisodeEnd(True, False, "finished")
+    assert EpisodeEndRules.explain_unfinished(finished, True, 3, 3) is finished
 
 
 def test_finish_line_terminates_and_is_not_truncated():

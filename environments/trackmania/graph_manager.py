@@ -1,0 +1,156 @@
+"""The TrackMania graph manager: the core training loop with TrackMania's pieces plugged in.
+
+What it adds to :class:`~rulka.graph_manager.BasicRLGraphManager`:
+
+* environments: environment ``i`` is game instance ``i`` (port ``TMI_BASE_PORT + i``) or simulator
+  instance ``i``; one backend per instance serves every map of the cycle;
+* the map cycle (:mod:`environments.trackmania.map_cycle`) as each environment's episode plan;
+* race logging (:mod:`environments.trackmania.race_log`): ``races.csv``, per-map values, best runs.
+  The cycle's greedy races are the evaluation: ``stop_at_evaluation`` is a race time in seconds.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from environments.trackmania.env import TrackManiaEnv, trackmania_spaces
+from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
+from environments.trackmania.map_cycle import cycle_entries, entry_track, map_cycle_plan
+from environments.trackmania.parameters import TrackManiaEnvironmentParameters
+from environments.trackmania.race_log import RACE_INFO_KEYS, RaceLog, RaceResult
+from rulka.collection.episodes import EpisodeRecord
+from rulka.config import ConfigError
+from rulka.graph_manager import BasicRLGraphManager
+from rulka.parameters import PresetValidationParameters
+
+log = logging.getLogger(__name__)
+
+SIM_PRESET_HINT = "rulka -p trackmania_iqn_sim (the same agent on the built-in simulator)"
+#: Highest game speed at which TMInterface applies inputs reliably (see warn_running_speed).
+SAFE_RUNNING_SPEED = 100
+
+
+@dataclass
+class TrackManiaEnvFactory:
+    """Builds environment ``instance`` (picklable: collector processes call it).
+
+    ``first_track``: the track it starts on (the map cycle then switches tracks through ``reset``);
+    ``running_speed``: the real game's speed; ``backend_options``: more options for the backend.
+    """
+
+    first_track: Any
+    running_speed: float = 1.0
+    backend_options: dict[str, Any] = field(default_factory=dict)
+
+    def __call__(self, params: TrackManiaEnvironmentParameters, instance: int = 0) -> gym.Env:
+        options = dict(self.backend_options)
+        if params.backend == "tmi":
+            options.setdefault("instance_index", instance)
+            options.setdefault("running_speed", self.running_speed)
+        try:
+            return TrackManiaEnv(params, track=self.first_track, backend=params.backend, backend_options=options)
+        except ConfigError:
+            raise
+        except Exception as error:  # the real game is missing or misconfigured
+            if params.backend == "tmi":
+                raise ConfigError(f"the real-game backend is unavailable ({error}); on a machine without "
+                                  f"TrackMania use {SIM_PRESET_HINT}") from None
+            raise
+
+
+class TrackManiaGraphManager(BasicRLGraphManager):
+    """Args: as :class:`BasicRLGraphManager`; ``backend_options`` go to every environment's backend."""
+
+    config: TrackManiaExperimentConfig
+    info_keys = RACE_INFO_KEYS
+    keeps_episode_steps = True
+
+    def __init__(self, agent_class: type, config: TrackManiaExperimentConfig,
+                 preset_validation_params: PresetValidationParameters | None = None,
+                 backend_options: dict[str, Any] | None = None) -> None:
+        super().__init__(agent_class, config, preset_validation_params=preset_validation_params,
+                         plan_factory=map_cycle_plan)
+        self.backend_options = backend_options or {}
+        self.race_log = RaceLog(None, self.log, config.environment.ms_per_action)
+
+    @property
+    def races(self) -> list[RaceResult]:
+        return self.race_log.races
+
+    @property
+    def best_race_time_s(self) -> dict[str, float]:
+        return self.race_log.best_race_time_s
+
+    # ------------------------------------------------------------------ building
+    def preflight(self) -> None:
+        """Refuse at once a run whose real game cannot start (settings or reference lines missing)."""
+        cycle_entries(self.config)
+        if self.config.environment.backend != "tmi":
+            return
+        from environments.trackmania.tmi.settings import SettingsError, load_settings
+
+        try:
+            load_settings().require_for_launch()
+        except SettingsError as error:
+            raise ConfigError(f"the real-game backend is unavailable: {str(error).rstrip('.')}. On a machine without TrackMania "
+                              f"use {SIM_PRESET_HINT}") from None
+        for entry in cycle_entries(self.config):
+            if not Path(entry.reference_line_path).is_file():
+                raise ConfigError(f"map_cycle entry '{entry.short_name}': reference line not found at "
+                                  f"'{entry.reference_line_path}'. On a machine without TrackMania use {SIM_PRESET_HINT}")
+        warn_running_speed(self.config.performance.running_speed)
+
+    def create(self, run_dir: str | Path | None, device: Any = "cpu", seed: int = 0,
+               resume: bool = False) -> "TrackManiaGraphManager":
+        first = cycle_entries(self.config)[0]
+        self.env_factory = TrackManiaEnvFactory(entry_track(first, self.config.environment.backend),
+                                                float(self.config.performance.running_speed), self.backend_options)
+        super().create(run_dir, device, seed, resume)
+        self.race_log.run_dir = self.run_dir
+        return self
+
+    def environment_spaces(self) -> tuple[spaces.Dict, spaces.Space]:
+        """From the parameters alone: no game is started until a collector needs one."""
+        if self.config.performance.gpu_collectors_count <= 0:
+            return super().environment_spaces()
+        return trackmania_spaces(self.config.environment)
+
+    # ------------------------------------------------------------------ races
+    def episode_ended(self, record: EpisodeRecord) -> None:
+        race = self.race_log.record(record, self.agent.counters.env_steps, time.monotonic() - self.created_at_monotonic)
+        if not race.exploration:
+            self.last_evaluation = race.race_time_s if race.finished else None
+            stop_at = self.stop_at_evaluation
+            if stop_at is not None and race.finished and race.race_time_s <= stop_at:
+                self.reached = True
+
+    @property
+    def created_at_monotonic(self) -> float:
+        return time.monotonic() - (time.time() - self.created_at)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["graph_manager"]["best_race_time_s"] = dict(self.race_log.best_race_time_s)
+        return state
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        super().load_checkpoint(path)
+        from rulka import checkpoints
+
+        gm = checkpoints.load_checkpoint(path)["graph_manager"]
+        self.race_log.load_state_dict(gm)
+
+
+def warn_running_speed(speed: float) -> None:
+    """Warn when the real game is asked to run faster than inputs are reliably applied."""
+    if speed > SAFE_RUNNING_SPEED:
+        log.warning("performance.running_speed = %s is above %s: TMInterface may then skip or delay inputs and the "
+                    "physics of a step may differ from real time; lower it if races look erratic", speed,
+                    SAFE_RUNNING_SPEED)

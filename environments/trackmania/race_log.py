@@ -1,0 +1,109 @@
+"""What the learner keeps of every race: ``races.csv``, per-map TensorBoard values and best runs.
+
+Best runs go to ``best_runs/<map>/``: the actions (json), the game's ``.inputs`` text and a GIF of
+the frames with speed, action and race time.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from environments.trackmania.record import write_gif
+from rulka.collection.episodes import EpisodeRecord
+
+#: Races per map and kind over which the logged finished ratio is computed.
+RATIO_WINDOW = 20
+#: Per-step info entries a race record needs (speed and race time, for the GIF overlay).
+RACE_INFO_KEYS = ("speed_kmh", "race_time_ms")
+
+
+@dataclass
+class RaceResult:
+    map_name: str
+    exploration: bool
+    finished: bool
+    race_time_s: float
+    progress_fraction: float
+    episode_return: float
+    env_steps: int
+    wall_time_s: float
+    end_reason: str = ""
+    instance: int = 0
+
+
+class RaceLog:
+    """Args: run folder (None: log nothing to disk), ``log(values)`` for TensorBoard, action duration in ms."""
+
+    def __init__(self, run_dir: Path | None, log: Callable[[dict[str, float]], None], ms_per_action: int) -> None:
+        self.run_dir = run_dir
+        self.log = log
+        self.ms_per_action = ms_per_action
+        self.races: list[RaceResult] = []
+        self.best_race_time_s: dict[str, float] = {}
+
+    def record(self, episode: EpisodeRecord, env_steps: int, wall_time_s: float) -> RaceResult:
+        info = episode.final_info
+        spec = episode.spec
+        race = RaceResult(spec.tag or str(info.get("track", "")), spec.explore, bool(info.get("finished", False)),
+                          info.get("race_time_ms", 0) / 1000.0, float(info.get("progress_fraction", 0.0)),
+                          episode.episode_return, env_steps, wall_time_s, str(info.get("end_reason", "")),
+                          episode.source[2])
+        self.races.append(race)
+        kind = "explo" if race.exploration else "eval"
+        group = f"Race_{kind}/{race.map_name}"
+        recent = [r.finished for r in self.races if r.map_name == race.map_name and r.exploration == race.exploration]
+        values = {f"{group}/finished_ratio_last_{RATIO_WINDOW}": sum(recent[-RATIO_WINDOW:]) / len(recent[-RATIO_WINDOW:]),
+                  f"{group}/progress": race.progress_fraction, f"{group}/return": race.episode_return}
+        if race.finished:
+            values[f"{group}/race_time_s"] = race.race_time_s
+        best = self.best_race_time_s.get(race.map_name)
+        if race.finished and (best is None or race.race_time_s < best):
+            self.best_race_time_s[race.map_name] = race.race_time_s
+            self.save_best_run(race, episode)
+        if race.map_name in self.best_race_time_s:
+            values[f"Race/{race.map_name}/best_race_time_s"] = self.best_race_time_s[race.map_name]
+        self.log(values)
+        self.append_csv(race)
+        return race
+
+    def append_csv(self, race: RaceResult) -> None:
+        if self.run_dir is None:
+            return
+        path = self.run_dir / "races.csv"
+        new = not path.exists()
+        with open(path, "a", encoding="utf-8") as f:
+            if new:
+                f.write("wall_time_s,env_steps,map,exploration,finished,race_time_s,progress_fraction,return,"
+                        "end_reason,instance\n")
+            f.write(f"{race.wall_time_s:.1f},{race.env_steps},{race.map_name},{int(race.exploration)},"
+                    f"{int(race.finished)},{race.race_time_s:.2f},{race.progress_fraction:.4f},{race.episode_return:.3f},"
+                    f"{race.end_reason},{race.instance}\n")
+
+    def save_best_run(self, race: RaceResult, episode: EpisodeRecord) -> None:
+        if self.run_dir is None:
+            return
+        from environments.trackmania.tmi.inputs_export import export_inputs
+
+        actions = [int(a) for a in episode.actions()]
+        folder = self.run_dir / "best_runs" / race.map_name
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = f"{int(round(race.race_time_s * 1000))}ms_{race.env_steps}steps"
+        (folder / f"{stem}.json").write_text(json.dumps(
+            {"map": race.map_name, "race_time_s": race.race_time_s, "env_steps": race.env_steps,
+             "exploration": race.exploration, "actions": actions}))
+        export_inputs(folder / f"{stem}.inputs", actions)
+        frames = list(episode.states("frame")[:, 0])
+        speeds = np.concatenate([[0.0], episode.step_info("speed_kmh")])
+        times = np.concatenate([[0], episode.step_info("race_time_ms")]).astype(int)
+        overlays = [(float(speeds[i]), None if i == 0 else actions[i - 1], int(times[i])) for i in range(len(frames))]
+        write_gif(frames, overlays, folder / f"{stem}.gif", self.ms_per_action)
+
+    def state_dict(self) -> dict[str, dict[str, float]]:
+        return {"best_race_time_s": dict(self.best_race_time_s)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.best_race_time_s = {k: float(v) for k, v in state.get("best_race_time_s", {}).items()}

@@ -1,0 +1,182 @@
+"""The Collector: steps several environments together, one forward pass for all their actions.
+
+Each environment is wrapped in a :class:`~rulka.level_manager.LevelManager` (filters) and follows
+its :class:`~rulka.collection.rollout.EpisodePlan` (which episode comes next: a map of a cycle,
+explore or race greedily, store or not). Steps are gathered per environment and handed out as
+:class:`~rulka.collection.rollout.Rollout` chunks: at the end of each episode, and every
+``chunk_actions`` actions of a long one so that the learner need not wait for the end of a race.
+
+The same class runs in the learner's process (``gpu_collectors_count: 0``) and in collector
+processes; only where its policy and counters come from differs (``before_acting``).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from agents.agent import Agent
+from rulka.collection.rollout import EpisodePlan, EpisodeSpec, Rollout
+from rulka.core_types import RunPhase
+from rulka.level_manager import LevelManager
+
+
+def episode_seed(seed: int, instance: int, episode: int) -> int:
+    """The reset seed of episode ``episode`` of environment ``instance``: the same in every run."""
+    return int(np.random.SeedSequence([seed, instance, episode]).generate_state(1)[0])
+
+
+class _Slot:
+    """One environment and the steps of its current chunk."""
+
+    def __init__(self, level: LevelManager, plan: EpisodePlan, instance: int) -> None:
+        self.level = level
+        self.plan = plan
+        self.instance = instance
+        self.episodes_started = 0
+        self.spec: EpisodeSpec | None = None
+        self.states: list[dict[str, np.ndarray]] = []
+        self.actions: list[int] = []
+        self.greedy: list[bool] = []
+        self.rewards: list[float] = []
+        self.infos: dict[str, list[float]] = {}
+        self.policy_updates = 0
+
+    def begin_chunk(self, first_state: dict[str, np.ndarray], policy_updates: int, info_keys: Sequence[str]) -> None:
+        self.states = [first_state]
+        self.actions, self.greedy, self.rewards = [], [], []
+        self.infos = {key: [] for key in info_keys}
+        self.policy_updates = policy_updates
+
+
+class Collector:
+    """Plays ``levels`` (one per environment) with ``agent``'s policy.
+
+    Args:
+        agent: chooses actions (``agent.act``); in a collector process its network is the inference
+            network that the policy source refreshes.
+        levels: one LevelManager per environment.
+        plans: one EpisodePlan per environment.
+        source_id: (collector id, incarnation), stamped on every rollout.
+        seed: with the environment's instance number and episode number, seeds each reset.
+        instances: the global instance number of each environment (default 0..k-1).
+        chunk_actions: longest chunk; an episode longer than this is sent in pieces.
+        continues: mid-episode chunks continue in the memory (only for one environment whose chunks
+            reach the learner before anything else: the learner's own process).
+        info_keys: numeric ``info`` entries recorded at every step (``Rollout.step_info``).
+        record_steps: keep the steps (False for evaluation: only episode ends are reported).
+        before_acting: called before each batch of actions with ``starting`` (an episode begins);
+            returns the gradient updates of the weights about to act.
+    """
+
+    def __init__(self, agent: Agent, levels: Sequence[LevelManager], plans: Sequence[EpisodePlan],
+                 source_id: tuple[int, int] = (0, 0), seed: int = 0, instances: Sequence[int] | None = None,
+                 chunk_actions: int = 400, continues: bool = False, info_keys: Sequence[str] = (),
+                 record_steps: bool = True,
+                 before_acting: Callable[[bool], int] | None = None) -> None:
+        if len(levels) != len(plans) or not levels:
+            raise ValueError(f"give one plan per environment (got {len(levels)} environments, {len(plans)} plans)")
+        instances = list(range(len(levels))) if instances is None else list(instances)
+        self.agent = agent
+        self.slots = [_Slot(level, plan, i) for level, plan, i in zip(levels, plans, instances)]
+        self.source_id = source_id
+        self.seed = seed
+        self.chunk_actions = max(1, int(chunk_actions))
+        self.continues = continues and len(levels) == 1
+        self.info_keys = tuple(info_keys)
+        self.record_steps = record_steps
+        self.before_acting = before_acting or (lambda starting: agent.counters.gradient_updates)
+        self.actions_played = 0
+        self._batch = {k: np.zeros((len(levels), *s.shape), dtype=s.dtype)
+                       for k, s in agent.observation_space.spaces.items()}
+
+    # ------------------------------------------------------------------ stepping
+    def step(self, heatup: bool) -> list[Rollout]:
+        """One action in every environment; the chunks this completed."""
+        starting = False
+        for slot in self.slots:
+            if slot.level.observation is None:
+                self._start_episode(slot)
+                starting = True
+        policy_updates = self.before_acting(starting)
+        for slot in self.slots:
+            if not slot.actions:
+                slot.policy_updates = policy_updates
+        phases = [self._phase(slot.spec, heatup) for slot in self.slots]
+        actions, greedy = self._choose(phases)
+        rollouts = []
+        for i, slot in enumerate(self.slots):
+            rollout = self._apply(slot, int(actions[i]), bool(greedy[i]), phases[i])
+            if rollout is not None:
+                rollouts.append(rollout)
+        self.actions_played += len(self.slots)
+        return rollouts
+
+    def _start_episode(self, slot: _Slot) -> None:
+        spec = slot.plan.next_episode()
+        seed = spec.seed if spec.seed is not None else episode_seed(self.seed, slot.instance, slot.episodes_started)
+        observation = slot.level.reset(seed=seed, options=spec.reset_options)
+        slot.spec = spec
+        slot.episodes_started += 1
+        slot.begin_chunk(observation, 0, self.info_keys if self.record_steps else ())
+
+    @staticmethod
+    def _phase(spec: EpisodeSpec, heatup: bool) -> RunPhase:
+        if heatup:
+            return RunPhase.HEATUP
+        return RunPhase.TRAIN if spec.explore else RunPhase.EVALUATE
+
+    def _choose(self, phases: list[RunPhase]) -> tuple[np.ndarray, np.ndarray]:
+        """Actions for every environment: one forward pass per distinct phase (usually one)."""
+        for i, slot in enumerate(self.slots):
+            for key, array in self._batch.items():
+                array[i] = slot.level.observation[key]
+        if all(p is phases[0] for p in phases):
+            info = self.agent.act(self._batch, phases[0])
+            return info.actions, info.was_greedy
+        actions = np.zeros(len(self.slots), dtype=np.int64)
+        greedy = np.zeros(len(self.slots), dtype=bool)
+        for phase in set(phases):
+            rows = np.array([i for i, p in enumerate(phases) if p is phase])
+            info = self.agent.act({k: v[rows] for k, v in self._batch.items()}, phase)
+            actions[rows], greedy[rows] = info.actions, info.was_greedy
+        return actions, greedy
+
+    def _apply(self, slot: _Slot, action: int, was_greedy: bool, phase: RunPhase) -> Rollout | None:
+        result = slot.level.apply(action)
+        if result.discarded:
+            return self._flush(slot, phase, result.info, discarded=True)
+        if self.record_steps:
+            slot.states.append(result.next_observation)
+            slot.actions.append(action)
+            slot.greedy.append(was_greedy)
+            slot.rewards.append(result.filtered_reward)
+            for key, values in slot.infos.items():
+                values.append(float(result.info.get(key, 0.0)))
+        if result.done:
+            return self._flush(slot, phase, result.info, terminated=result.terminated, truncated=result.truncated)
+        if self.record_steps and len(slot.actions) >= self.chunk_actions:
+            return self._flush(slot, phase, None)
+        return None
+
+    def _flush(self, slot: _Slot, phase: RunPhase, info: dict[str, Any] | None, terminated: bool = False,
+               truncated: bool = False, discarded: bool = False) -> Rollout:
+        ended = terminated or truncated or discarded
+        states = {k: np.stack([s[k] for s in slot.states]) for k in slot.states[0]} if slot.states else {}
+        rollout = Rollout(
+            source=(*self.source_id, slot.instance), episode=slot.episodes_started, spec=slot.spec, phase=phase,
+            states=states, actions=np.asarray(slot.actions, dtype=np.int64),
+            was_greedy=np.asarray(slot.greedy, dtype=bool), rewards=np.asarray(slot.rewards, dtype=np.float32),
+            step_info={k: np.asarray(v, dtype=np.float64) for k, v in slot.infos.items()},
+            terminated=terminated, truncated=truncated, discarded=discarded,
+            continues=self.continues and not ended, policy_updates=slot.policy_updates,
+            episode_return=slot.level.episode_return, episode_length=slot.level.episode_length,
+            final_info=info if ended else None,
+        )
+        if not ended:
+            slot.begin_chunk(slot.states[-1], slot.policy_updates, self.info_keys)
+        return rollout
+
+    def close(self) -> None:
+        for slot in self.slots:
+            slot.level.env.close()

@@ -1,0 +1,300 @@
+"""Collector processes: ``gpu_collectors_count`` children (start method ``spawn``) that play and send.
+
+Each child builds its own agent (acting only), ``envs_per_collector`` environments and a
+:class:`~rulka.collection.collector.Collector`. It refreshes its inference network from the
+:class:`~rulka.collection.shared.SharedPolicy` at the start of every episode and every
+``update_inference_network_every_n_actions`` actions, reads the learner's counters for its
+schedules, and sends :class:`~rulka.collection.rollout.Rollout` chunks through its own pipe,
+at most ``max_rollout_queue_size / gpu_collectors_count`` unread at a time (a semaphore).
+
+The learner (:class:`ProcessCollection`) watches each child: one that raised, died or stayed
+silent past ``collector_timeout_s`` is replaced by a new incarnation; the unfinished episodes of
+the old one are dropped, what it had sent is kept. One pipe per incarnation means a child killed
+in the middle of a message can only break its own pipe, which is thrown away with it.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing.connection
+import os
+import signal
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+import torch.multiprocessing as tmp
+
+from agents.agent import Agent
+from rulka.collection.rollout import Rollout
+from rulka.collection.setup import CollectorSetup
+from rulka.collection.shared import SharedPolicy, SharedStatus
+
+log = logging.getLogger(__name__)
+
+#: A collector that dies this many times in a row without sending anything stops the run.
+MAX_FAILED_STARTS = 3
+#: Seconds a new collector may take to import, build its environments and send a first heartbeat.
+STARTUP_GRACE_S = 120.0
+
+
+class CollectorFailure(RuntimeError):
+    """Collectors keep failing before sending anything: the run cannot collect data."""
+
+
+def _collector_main(setup: CollectorSetup, collector_id: int, incarnation: int, device: str, torch_threads: int,
+                    policy: SharedPolicy, status: SharedStatus, conn: Any, slots: Any) -> None:
+    """Body of a collector process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the learner stops us
+    torch.set_num_threads(max(1, torch_threads))
+    parent = tmp.parent_process()
+    collector = None  # the learner's start-up grace covers building it; the loop beats from then on
+    try:
+        seed = setup.seed + 7_919 * (collector_id + 1) + 104_729 * incarnation
+        agent = setup.make_agent(device, seed)
+        agent.online_network.requires_grad_(False)
+        every = max(1, setup.config.performance.update_inference_network_every_n_actions)
+        held = {"version": 0, "updates": 0, "since": every}
+
+        def before_acting(starting: bool) -> int:
+            status.read_counters(agent.counters)
+            if starting or held["since"] >= every:
+                loaded = policy.load_into(agent.online_network, held["version"])
+                if loaded is not None:
+                    held["version"], held["updates"] = loaded
+                held["since"] = 0
+            held["since"] += 1
+            return held["updates"]
+
+        collector = setup.make_collector(agent, collector_id, incarnation, setup.instances(collector_id),
+                                         continues=False, before_acting=before_acting)
+        k = len(collector.slots)
+        sending = _beat_while_waiting(status, collector_id)
+        while not status.stop.value:
+            status.beat(collector_id)
+            rollouts = collector.step(bool(status.heatup.value))
+            status.actions[collector_id] += k
+            for rollout in rollouts:
+                while not slots.acquire(timeout=0.5):  # the learner has enough unread: wait
+                    status.beat(collector_id)
+                    if status.stop.value or (parent is not None and not parent.is_alive()):
+                        return
+                sending.set()  # a large rollout waits for the learner to read it: still alive
+                try:
+                    conn.send(("rollout", rollout))
+                finally:
+                    sending.clear()
+                status.sent[collector_id] += 1
+            if parent is not None and not parent.is_alive():
+                return
+    except BaseException:  # noqa: BLE001 - report whatever killed us, then die
+        try:
+            conn.send(("error", traceback.format_exc()))
+        except Exception:  # noqa: BLE001
+            pass
+        raise SystemExit(1) from None
+    finally:
+        if collector is not None:
+            try:
+                collector.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def _beat_while_waiting(status: SharedStatus, collector_id: int) -> threading.Event:
+    """A thread that keeps the heartbeat going while the returned event is set."""
+    waiting = threading.Event()
+
+    def beat() -> None:
+        while True:
+            time.sleep(0.5)
+            if waiting.is_set():
+                status.beat(collector_id)
+
+    threading.Thread(target=beat, name="rulka-heartbeat", daemon=True).start()
+    return waiting
+
+
+@dataclass
+class _Child:
+    collector_id: int
+    incarnation: int
+    process: Any
+    conn: Any
+    slots: Any
+    started: float
+    sent_anything: bool = False
+    error: str = ""
+
+
+@dataclass
+class CollectionStats:
+    """Tallies the learner logs in the Performance group."""
+
+    received: int = 0
+    restarts: int = 0
+    dropped_episodes: int = 0
+    policy_lag_sum: float = 0.0
+    policy_lag_count: int = 0
+    events: list[str] = field(default_factory=list)
+
+
+class ProcessCollection:
+    """Starts, feeds, watches and stops the collector processes.
+
+    Args:
+        setup: how a collector builds its agent, environments and plans.
+        agent: the learner's agent (its ``online_network`` is published).
+        on_event: called with a one-line message when a collector fails or is replaced.
+    """
+
+    def __init__(self, setup: CollectorSetup, agent: Agent, on_event: Callable[[str], None] | None = None) -> None:
+        perf = setup.config.performance
+        self.setup = setup
+        self.num_collectors = perf.gpu_collectors_count
+        self.device = _collector_device(perf.collector_device, agent.device)
+        self.torch_threads = perf.collector_torch_threads
+        self.timeout_s = perf.collector_timeout_s
+        self.slots_per_collector = max(1, perf.max_rollout_queue_size // self.num_collectors)
+        self.ctx = tmp.get_context("spawn")
+        self.policy = SharedPolicy(agent.online_network, self.ctx)
+        self.status = SharedStatus(self.num_collectors, self.ctx)
+        self.children: list[_Child | None] = [None] * self.num_collectors
+        self.incarnations = [0] * self.num_collectors
+        self.failed_starts = [0] * self.num_collectors
+        self.received = [0] * self.num_collectors
+        self.stats = CollectionStats()
+        self.on_event = on_event or (lambda message: log.warning(message))
+        self.on_dropped_source: Callable[[int, int], None] = lambda collector_id, incarnation: None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, agent: Agent, heatup: bool) -> None:
+        self.publish(agent)
+        self.status.publish_counters(agent.counters, heatup)
+        for i in range(self.num_collectors):
+            self._spawn(i)
+
+    def _spawn(self, collector_id: int) -> None:
+        self.incarnations[collector_id] += 1
+        incarnation = self.incarnations[collector_id]
+        receiver, sender = self.ctx.Pipe(duplex=False)
+        slots = self.ctx.Semaphore(self.slots_per_collector)
+        process = self.ctx.Process(
+            target=_collector_main, name=f"rulka-collector-{collector_id}", daemon=True,
+            args=(self.setup, collector_id, incarnation, str(self.device), self.torch_threads, self.policy,
+                  self.status, sender, slots),
+        )
+        self.status.heartbeat[collector_id] = time.monotonic() + STARTUP_GRACE_S
+        process.start()
+        sender.close()  # only the child writes: its death closes the pipe (EOF) instead of hanging a read
+        self.children[collector_id] = _Child(collector_id, incarnation, process, receiver, slots, time.monotonic())
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Ask every collector to stop, then make sure none is left."""
+        self.status.stop.value = 1
+        if not any(self.children):
+            return
+        deadline = time.monotonic() + timeout_s
+        for child in self.children:
+            if child is None:
+                continue
+            child.process.join(max(0.0, deadline - time.monotonic()))
+            if child.process.is_alive():
+                child.process.kill()
+                child.process.join(5.0)
+            child.conn.close()
+        self.children = [None] * self.num_collectors
+
+    # ------------------------------------------------------------------ data
+    def publish(self, agent: Agent) -> None:
+        self.policy.publish(agent.online_network, agent.counters.gradient_updates)
+
+    def publish_counters(self, agent: Agent, heatup: bool) -> None:
+        self.status.publish_counters(agent.counters, heatup)
+
+    def poll(self, heatup: bool, timeout: float = 0.05) -> list[Rollout]:
+        """Rollouts that arrived within ``timeout`` seconds (all that are waiting, at least one if any)."""
+        live = {child.conn: child for child in self.children if child is not None}
+        rollouts: list[Rollout] = []
+        ready = multiprocessing.connection.wait(list(live), timeout) if live else []
+        for conn in ready:
+            child = live[conn]
+            while True:
+                try:
+                    if not conn.poll():
+                        break
+                    kind, payload = conn.recv()
+                except (EOFError, OSError):
+                    break  # the child is gone; check_health replaces it
+                if kind == "rollout":
+                    child.slots.release()
+                    child.sent_anything = True
+                    self.failed_starts[child.collector_id] = 0
+                    self.stats.received += 1
+                    self.received[child.collector_id] += 1
+                    rollouts.append(payload)
+                else:
+                    child.error = str(payload)
+        self.check_health()
+        return rollouts
+
+    def check_health(self) -> None:
+        now = time.monotonic()
+        for i, child in enumerate(self.children):
+            if child is None:
+                continue
+            exitcode = child.process.exitcode
+            silent = now - self.status.heartbeat[i]
+            if exitcode is None and silent <= self.timeout_s and not child.error:
+                continue
+            if exitcode is None:  # hung, or on its way out after an error: make sure it is gone
+                child.process.kill()
+                child.process.join(5.0)
+            if child.error:
+                reason = f"raised an error:\n{child.error.rstrip()}"
+            elif exitcode is None:
+                reason = f"sent nothing for {silent:.0f} s (collector_timeout_s = {self.timeout_s:g})"
+            else:
+                reason = f"died (exit code {exitcode})"
+            self._replace(child, reason)
+
+    def _replace(self, child: _Child, reason: str) -> None:
+        i = child.collector_id
+        child.conn.close()
+        self.stats.restarts += 1
+        if not child.sent_anything:
+            self.failed_starts[i] += 1
+        message = f"collector {i} {reason}; its unfinished episodes are dropped, a new collector {i} starts"
+        self.stats.events.append(message)
+        self.on_event(message)
+        self.on_dropped_source(i, child.incarnation)
+        self.status.sent[i] = self.received[i]  # what the dead child sent and nobody read is gone
+        if self.failed_starts[i] >= MAX_FAILED_STARTS:
+            self.children[i] = None
+            raise CollectorFailure(f"collector {i} failed {self.failed_starts[i]} times in a row before sending "
+                                   f"anything; last failure: {reason}")
+        self._spawn(i)
+
+    # ------------------------------------------------------------------ metrics
+    def alive_pids(self) -> list[int]:
+        return [c.process.pid for c in self.children if c is not None and c.process.is_alive()]
+
+    def queue_depth(self) -> int:
+        return max(0, sum(self.status.sent[:]) - self.stats.received)
+
+    def actions_per_collector(self) -> list[int]:
+        return [int(a) for a in self.status.actions[:]]
+
+
+def _collector_device(name: str, learner_device: torch.device) -> torch.device:
+    """``auto``: the learner's device type; otherwise ``cpu`` / ``cuda`` / ``cuda:N``."""
+    if name == "auto":
+        return torch.device(learner_device.type)
+    return torch.device(name)
+
+
+def child_pids() -> list[int]:
+    """PIDs of this process's living multiprocessing children (for tests and shutdown checks)."""
+    return [p.pid for p in tmp.active_children() if p.pid != os.getpid()]

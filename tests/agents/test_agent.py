@@ -1,0 +1,170 @@
+"""The Agent base and its subclasses: what goes wrong when the algorithm is wrong."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from agents.agent import MAX_CONSECUTIVE_NON_FINITE
+from agents.dqn_agent import DQNAgent
+from agents.iqn_agent import IQNAgent
+from rulka.config import apply_overrides
+from rulka.core_types import RunPhase
+from rulka.parameters import ExperimentConfig, MemoryParameters, NeuralNetworkParameters, TrainingParameters
+from rulka.presets import load_graph_manager
+from rulka.schedules import Schedule
+
+SPACE = spaces.Dict({"observation": spaces.Box(-1, 1, (2,), np.float32)})
+S0 = {"observation": np.array([1.0, 0.0], np.float32)}
+S1 = {"observation": np.array([0.0, 1.0], np.float32)}
+
+
+def chain_config(batch_size=32, every=32, tau=1.0, gamma=0.9, times_used=8.0, start=32) -> ExperimentConfig:
+    return ExperimentConfig(
+        neural_network=NeuralNetworkParameters(
+            vector_embedder_hidden_sizes=[32], dense_hidden_dimension=32, iqn_embedding_dimension=16, iqn_n=8,
+            iqn_k=8, iqn_kappa=1.0, dueling=False,
+            number_memories_trained_on_between_target_network_updates=every, soft_update_tau=tau),
+        training=TrainingParameters(batch_size=batch_size, n_steps=1, gamma_schedule=Schedule([(0, gamma)], "staircase"),
+                                    lr_schedule=Schedule([(0, 3e-3)], "staircase"), adam_epsilon=1e-8),
+        memory=MemoryParameters(memory_size_schedule=Schedule([(0, (4000, start))], "staircase"),
+                                number_times_single_memory_is_used_before_discard=times_used),
+    )
+
+
+def feed_chain(agent, steps: int, rng: np.random.Generator) -> None:
+    """s0 --any action, reward 0--> s1; in s1 action 0 pays 1, action 1 pays 0, then the episode terminates."""
+    for _ in range(steps // 2):
+        agent.observe(S0, int(rng.integers(2)), True, 0.0, S1, False, False)
+        a = int(rng.integers(2))
+        agent.observe(S1, a, True, float(a == 0), S1, True, False)
+        agent.handle_episode_ended()
+        agent.train()
+
+
+def chain_values(agent) -> np.ndarray:
+    obs = {"observation": torch.as_tensor(np.stack([S0["observation"], S1["observation"]]))}
+    with torch.no_grad():
+        return agent.q_values(obs).numpy()
+
+
+@pytest.mark.parametrize("agent_class", [DQNAgent, IQNAgent])
+def test_values_converge_on_a_two_step_chain(agent_class):
+    """Q(s1) = (1, 0) and Q(s0, .) = gamma x max Q(s1) = 0.9: bootstrapping through a target network
+    that is updated and evaluated at the best action. An agent whose target network is never
+    updated, or that bootstraps from the worst action (argmin), misses Q(s0) = 0.9."""
+    torch.manual_seed(0)
+    agent = agent_class(chain_config(), SPACE, spaces.Discrete(2), "cpu", seed=0)
+    feed_chain(agent, 1600, np.random.default_rng(0))
+    q = chain_values(agent)
+    np.testing.assert_allclose(q[1], [1.0, 0.0], atol=0.1)
+    np.testing.assert_allclose(q[0], [0.9, 0.9], atol=0.1)
+
+
+@pytest.mark.parametrize("agent_class", [DQNAgent, IQNAgent])
+def test_target_network_follows_the_online_network_on_schedule(agent_class):
+    """Target updates every `every` transitions sampled: with tau = 0.5 the target moves half-way to
+    the online network exactly then, and not between."""
+    agent = agent_class(chain_config(batch_size=8, every=16, tau=0.5, start=8, times_used=4.0), SPACE,
+                        spaces.Discrete(2), "cpu", seed=0)  # one update per 2 transitions
+    rng = np.random.default_rng(1)
+    feed_chain(agent, 8, rng)  # 8 transitions stored, learning starts
+    seen_updates = 0
+    for _ in range(20):
+        before = [p.clone() for p in agent.target_network.parameters()]
+        sampled_before = agent.counters.transitions_sampled
+        feed_chain(agent, 2, rng)
+        crossed = agent.counters.transitions_sampled // 16 - sampled_before // 16
+        changed = any(not torch.equal(b, p) for b, p in zip(before, agent.target_network.parameters()))
+        assert changed == (crossed > 0)
+        seen_updates += crossed
+        if crossed == 1:  # one Polyak step of 0.5: target = (old target + online) / 2
+            for b, t, o in zip(before, agent.target_network.parameters(), agent.online_network.parameters()):
+                torch.testing.assert_close(t, 0.5 * (b + o))
+    assert seen_updates >= 5
+
+
+def test_replay_ratio_gate_matches_hand_counts():
+    """Batch 8, each transition used 4 times, learning from 16 stored transitions: after the k-th
+    transition counted from the 16th (k = 1, 2, ...) the gate has allowed floor(4 k / 8) = floor(k / 2)
+    updates in all: 0, 1, 1, 2, 2, 3, ... (worked out by hand, not from the implementation). Each
+    transition is a one-step episode, so it can be sampled as soon as it is stored."""
+    agent = IQNAgent(chain_config(batch_size=8, times_used=4.0, start=16), SPACE, spaces.Discrete(2), "cpu", seed=0)
+    updates = []
+    for i in range(1, 31):
+        agent.observe(S0, 0, True, 0.0, S1, True, False)
+        agent.train()
+        if i >= 16:
+            updates.append(agent.counters.gradient_updates)
+    assert updates[:15] == [0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7]
+    assert agent.counters.transitions_sampled == 8 * updates[-1]
+
+
+def test_non_finite_loss_skips_the_batch_counts_it_and_stops_when_it_persists():
+    """A NaN reward makes the loss NaN: no optimizer step (weights unchanged), counted in the stats;
+    MAX_CONSECUTIVE_NON_FINITE in a row raise a RuntimeError naming the count and fixes."""
+    agent = IQNAgent(chain_config(batch_size=8, times_used=8.0, start=8), SPACE, spaces.Discrete(2), "cpu", seed=0)
+    for _ in range(8):
+        agent.observe(S0, 0, True, float("nan"), S1, True, False)
+    weights = [p.clone() for p in agent.online_network.parameters()]
+    stats = agent.train()
+    assert stats is not None and stats["non_finite_losses"] == 1 and np.isnan(stats["loss"])
+    assert agent.counters.gradient_updates == 0 and agent.counters.transitions_sampled == 8
+    assert all(torch.equal(a, b) for a, b in zip(weights, agent.online_network.parameters()))
+    with pytest.raises(RuntimeError, match=f"{MAX_CONSECUTIVE_NON_FINITE} batches in a row.*learning rate"):
+        for _ in range(MAX_CONSECUTIVE_NON_FINITE):
+            agent.observe(S0, 0, True, float("nan"), S1, True, False)
+            agent.train()
+    assert agent.non_finite_losses == MAX_CONSECUTIVE_NON_FINITE
+
+
+def test_cartpole_prioritized_memory_updates_priorities_and_samples_by_them():
+    """cartpole_iqn with memory.prio_alpha=0.6: the base agent updates the priorities (they spread out
+    from the default) and the draws follow them (more draws of the high-priority half)."""
+    config = apply_overrides(load_graph_manager("cartpole_iqn").config, overrides=[
+        "memory.prio_alpha=0.6", "memory.memory_size_schedule=[[0, [3000, 200]]]", "training.batch_size=32",
+        "memory.number_times_single_memory_is_used_before_discard=8", "neural_network.iqn_k=8",
+        "neural_network.vector_embedder_hidden_sizes=[32, 32]", "neural_network.dense_hidden_dimension=32"])
+    env = gym.make("CartPole-v1")
+    agent = IQNAgent(config, spaces.Dict({"observation": env.observation_space}), env.action_space, "cpu", seed=0)
+    obs, _ = env.reset(seed=0)
+    for _ in range(600):
+        s = {"observation": obs.astype(np.float32)}
+        info = agent.act({"observation": s["observation"][None]}, RunPhase.TRAIN)
+        obs, r, te, tr, _ = env.step(int(info.actions[0]))
+        agent.observe(s, int(info.actions[0]), bool(info.was_greedy[0]), float(r),
+                      {"observation": obs.astype(np.float32)}, te, tr)
+        agent.train()
+        if te or tr:
+            obs, _ = env.reset()
+    assert agent.counters.gradient_updates > 50 and agent.memory.prioritized
+    priorities = agent.memory.priorities
+    ready = np.flatnonzero(priorities > 0)
+    assert len(np.unique(np.round(priorities[ready], 6))) > 50
+    draws = np.concatenate([agent.memory.sample(64, 0.99).indices for _ in range(300)])
+    high = priorities[ready] > np.median(priorities[ready])
+    counts = np.bincount(draws, minlength=len(priorities))[ready]
+    expected_high = priorities[ready][high].sum() / priorities[ready].sum()
+    assert counts[high].sum() / counts.sum() == pytest.approx(expected_high, abs=0.02)
+    assert expected_high > 0.55  # uniform sampling would draw the high half ~0.5 of the time
+
+
+def test_agents_import_nothing_from_environments():
+    """agents/ must not import environments/ (dependencies point down): every import statement of
+    every module under agents/, parsed with ast."""
+    root = Path(__file__).resolve().parents[2] / "agents"
+    offenders = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            offenders += [f"{path.name}: {n}" for n in names if n == "environments" or n.startswith("environments.")]
+    assert list(root.rglob("*.py")) and offenders == []

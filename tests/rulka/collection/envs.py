@@ -1,0 +1,90 @@
+"""Small environments for the collection tests (module level: collector processes unpickle them)."""
+from __future__ import annotations
+
+import os
+import time
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from rulka.parameters import ExperimentConfig, MemoryParameters, NeuralNetworkParameters, TrainingParameters
+from rulka.schedules import Schedule
+
+
+class Corridor(gym.Env):
+    """Walk right to the end of a corridor of ``length`` cells (action 1 = right, 0 = stay).
+
+    Observations are ``{"observation": [position, step]}``; reward 1 at the end (terminated),
+    truncated after ``limit`` steps. ``crash_at`` / ``hang_at``: raise or hang at that global step
+    of this process (for fault tests); only in incarnations listed by the RULKA_TEST_FAULTY env var.
+    """
+
+    observation_space = spaces.Dict({"observation": spaces.Box(-1e6, 1e6, (2,), np.float32)})
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, length: int = 5, limit: int = 30, fault: str = "", fault_at: int = 0) -> None:
+        self.length, self.limit = length, limit
+        self.fault, self.fault_at = fault, fault_at
+        self.total_steps = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.position, self.t = 0, 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        self.total_steps += 1
+        if self.fault and self.total_steps == self.fault_at:
+            if self.fault == "raise":
+                raise RuntimeError("corridor exploded on purpose")
+            if self.fault == "hang":
+                time.sleep(3600)
+        self.position += int(action)
+        terminated = self.position >= self.length
+        truncated = not terminated and self.t >= self.limit
+        return self._obs(), float(terminated), terminated, truncated, {"position": float(self.position)}
+
+    def _obs(self):
+        return {"observation": np.array([self.position, self.t], dtype=np.float32)}
+
+
+def corridor_factory(params, instance: int = 0) -> gym.Env:
+    """Environment ``instance``; collector processes whose incarnation is 1 get the fault of RULKA_TEST_FAULT."""
+    fault = os.environ.get("RULKA_TEST_FAULT", "")
+    if fault and instance == 0 and os.environ.get("RULKA_TEST_FAULT_DONE") != "1" and _first_incarnation():
+        return Corridor(fault=fault, fault_at=int(os.environ.get("RULKA_TEST_FAULT_AT", "60")))
+    return Corridor()
+
+
+def _first_incarnation() -> bool:
+    import multiprocessing
+
+    name = multiprocessing.current_process().name
+    marker = os.environ.get("RULKA_TEST_FAULT_MARKER", "")
+    if not name.startswith("rulka-collector") or not marker:
+        return False
+    try:  # only the first process to claim the marker file gets the fault
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+def small_config(collectors: int = 0, envs_per_collector: int = 1, **performance) -> ExperimentConfig:
+    config = ExperimentConfig(
+        neural_network=NeuralNetworkParameters(vector_embedder_hidden_sizes=[16], dense_hidden_dimension=16,
+                                               iqn_n=4, iqn_k=4),
+        training=TrainingParameters(batch_size=16, n_steps=2, evaluate_every_n_env_steps=0,
+                                    checkpoint_every_n_env_steps=0, max_env_steps=2_000),
+        memory=MemoryParameters(memory_size_schedule=Schedule([(0, (5_000, 100))], "staircase"),
+                                number_times_single_memory_is_used_before_discard=4.0),
+    )
+    config.performance.gpu_collectors_count = collectors
+    config.performance.envs_per_collector = envs_per_collector
+    config.performance.torch_num_threads = 1
+    for key, value in performance.items():
+        setattr(config.performance, key, value)
+    return config

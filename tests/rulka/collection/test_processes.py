@@ -1,0 +1,81 @@
+"""Collector processes: feeding the learner, and surviving collectors that raise, hang or are killed."""
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from agents.iqn_agent import IQNAgent
+from rulka.graph_manager import BasicRLGraphManager
+from tests.rulka.collection.envs import corridor_factory, small_config
+
+
+def _graph_manager(**performance):
+    config = small_config(collectors=performance.pop("collectors", 2), **performance)
+    return BasicRLGraphManager(IQNAgent, config, env_factory=corridor_factory).create(None, "cpu", 0)
+
+
+def _record_sources(graph_manager):
+    sources, lags = set(), []
+    ingest = graph_manager.ingest
+
+    def spy(rollout):
+        sources.add(rollout.source)
+        lags.append(rollout.policy_updates)
+        ingest(rollout)
+
+    graph_manager.ingest = spy
+    return sources, lags
+
+
+def test_two_collectors_with_batched_environments_feed_one_learner():
+    """2 collector processes x 2 environments: the learner stores both, trains, publishes; none is left."""
+    graph_manager = _graph_manager(envs_per_collector=2, send_shared_network_every_n_batches=2)
+    sources, lags = _record_sources(graph_manager)
+    summary = graph_manager.improve(1_500, show_progress=False)
+    assert summary.env_steps >= 1_500 and summary.gradient_updates > 0
+    assert {(s[0], s[2]) for s in sources} == {(0, 0), (0, 1), (1, 2), (1, 3)}  # collector, instance
+    assert max(lags) > 0  # collectors acted with weights the learner published after training
+    assert not graph_manager.collection.alive_pids()
+    assert graph_manager.collection.stats.restarts == 0
+
+
+@pytest.mark.parametrize("fault", ["raise", "hang"])
+def test_a_collector_that_raises_or_hangs_is_replaced_and_training_goes_on(fault, tmp_path, monkeypatch):
+    """Collector 0's environment raises (or hangs) once: it is logged, replaced, and the run completes."""
+    monkeypatch.setenv("RULKA_TEST_FAULT", fault)
+    monkeypatch.setenv("RULKA_TEST_FAULT_AT", "20")  # early: the run outlasts the timeout
+    monkeypatch.setenv("RULKA_TEST_FAULT_MARKER", str(tmp_path / "fault_claimed"))
+    graph_manager = _graph_manager(collector_timeout_s=3.0)
+    summary = graph_manager.improve(1_500, show_progress=False)
+    assert summary.env_steps >= 1_500 and summary.gradient_updates > 0
+    events = graph_manager.collector_events
+    assert len(events) == 1 and events[0].startswith("collector 0 ")
+    assert ("corridor exploded on purpose" in events[0]) if fault == "raise" else ("sent nothing for" in events[0])
+    assert graph_manager.collection.stats.restarts == 1
+    assert not graph_manager.collection.alive_pids()
+
+
+def test_a_collector_killed_mid_run_is_replaced_while_the_learner_trains():
+    """SIGKILL one collector: a new collector process appears and gradient updates keep coming."""
+    graph_manager = _graph_manager(collector_timeout_s=30.0)
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (graph_manager.improve(4_000, show_progress=False), done.set()))
+    thread.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and graph_manager.agent.counters.gradient_updates < 20:
+        time.sleep(0.2)
+    assert graph_manager.agent.counters.gradient_updates >= 20, "the run did not start training in time"
+    victim = graph_manager.collection.children[1].process.pid
+    os.kill(victim, signal.SIGKILL)
+    updates_at_kill = graph_manager.agent.counters.gradient_updates
+    while time.monotonic() < deadline and graph_manager.collection.stats.restarts == 0:
+        time.sleep(0.1)
+    new_pid = graph_manager.collection.children[1].process.pid
+    thread.join(180)
+    assert done.is_set()
+    assert new_pid != victim
+    assert graph_manager.collection.stats.restarts == 1 and "died (exit code -9)" in graph_manager.collector_events[0]
+    assert graph_manager.agent.counters.gradient_updates > updates_at_kill
+    assert graph_manager.agent.counters.env_steps >= 4_000
