@@ -41,17 +41,29 @@ def load_before(path: Path) -> dict:
 
 
 def fill_memory(memory, rng: np.random.Generator) -> None:
-    """Every slot of ``memory`` holds random data, as after 50k stored actions."""
-    for array in memory.states.values():
+    """Every slot of ``memory`` holds random data, as after 50k stored actions.
+
+    Works on the ring buffer itself or on a replay that holds one as ``storage``: every array whose
+    first dimension is the capacity is filled, and the fill level is set to the capacity.
+    """
+    storage = getattr(memory, "storage", memory)
+    arrays = list(storage.states.values()) + [v for v in vars(storage).values()
+                                              if isinstance(v, np.ndarray) and v.shape[:1] == (storage.capacity,)]
+    for array in arrays:
         if array.dtype == np.uint8:
             array[:] = rng.integers(0, 256, array.shape, dtype=np.uint8)
+        elif array.dtype == bool:
+            array[:] = True
+        elif array.dtype.kind in "iu":
+            array[:] = rng.integers(0, 12, array.shape)
         else:
             array[:] = rng.standard_normal(array.shape).astype(array.dtype)
-    memory.actions[:] = rng.integers(0, 12, memory.capacity)
-    memory.rewards[:] = rng.standard_normal(memory.capacity)
-    memory.ready[:] = True
-    memory._size = memory.capacity
-    memory._cursor = 0
+    for name in ("size", "_size"):
+        if hasattr(storage, name):
+            setattr(storage, name, storage.capacity)
+    for name in ("cursor", "_cursor"):
+        if hasattr(storage, name):
+            setattr(storage, name, 0)
 
 
 def disk_bytes(folder: Path) -> int:
@@ -67,8 +79,9 @@ def main() -> None:
     gm.create(None, "cpu", 0)
     fill_memory(gm.agent.memory, np.random.default_rng(0))
     memory = gm.agent.memory
-    frame_shape = memory.states["frame"].shape if "frame" in memory.states else None
-    print(f"memory: {memory.capacity} slots, frames {frame_shape}, {memory.nbytes() / 1e6:.0f} MB of arrays")
+    storage = getattr(memory, "storage", memory)
+    frame_shape = storage.states["frame"].shape if "frame" in storage.states else None
+    print(f"memory: {storage.capacity} slots, frames {frame_shape}, {memory.nbytes() / 1e6:.0f} MB of arrays")
     base = Path(args.dir or tempfile.mkdtemp(prefix="rulka_ckpt_bench_"))
     results = {}
     for label, save, load in (("before", save_before, load_before),

@@ -80,8 +80,9 @@ def test_agent_learns_from_the_mini_race_batch(prio_alpha):
 def test_test_buffer_is_sized_for_its_share():
     """The held-out buffer holds buffer_test_ratio of the capacity, not a second full-size buffer."""
     config = load_graph_manager("trackmania_iqn_uni").config
+    # the uni preset's reference lines are real-game files absent here: race the built-in track instead
     agent = agent_for(apply_overrides(config, overrides=["environment.backend=sim",
-                                                         "map_cycle.entries=[{short_name: s, map_path: short}]"]))
+                                                         "map_cycle.entries=[{short_name: short, map_path: short}]"]))
     assert agent.memory.capacity == 50_000
     assert agent.test_memory.capacity == 2_500
 
@@ -161,7 +162,8 @@ def test_building_the_agent_does_not_touch_the_replay_arrays():
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * 4096
 
-    config = apply_overrides(load_graph_manager("trackmania_iqn_uni").config, overrides=["environment.backend=sim"])
+    config = apply_overrides(load_graph_manager("trackmania_iqn_uni").config, overrides=[
+        "environment.backend=sim", "map_cycle.entries=[{short_name: short, map_path: short}]"])
     env = TrackManiaEnv(config.environment)
     before = resident_bytes()
     agent = TrackManiaIQNAgent(config, env.observation_space, env.action_space, "cpu", seed=0)

@@ -254,3 +254,27 @@ def test_state_without_memory_has_no_arrays_folder(tmp_path):
     save_atomic({"agent": {"online_network": {"w": torch.ones(3)}}, "graph_manager": {}}, path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [checkpoints.BEST]
     assert torch.equal(load_checkpoint(path)["agent"]["online_network"]["w"], torch.ones(3))
+
+
+def test_resume_with_a_truncated_newest_checkpoint_uses_the_previous_one(tmp_path, caplog, capsys):
+    """`rulka --resume` on a run whose last.pt was cut short: a warning, the previous checkpoint is
+    loaded (the run resumes at its step count), and the run continues to the requested step."""
+    from rulka.cli import main
+
+    fast = ["--device", "cpu", "--no-progress"]
+    small = ["-cp", "memory.memory_size_schedule=[[0, [2000, 100]]]", "-cp", "training.checkpoint_every_n_env_steps=200",
+             "-cp", "training.evaluate_every_n_env_steps=0", "-cp", "training.batch_size=16",
+             "-cp", "memory.number_times_single_memory_is_used_before_discard=1", "-cp", "performance.torch_num_threads=1"]
+    assert main(["-p", "cartpole_iqn", "--max-steps", "300", "-e", "r", "--experiments-dir", str(tmp_path), *fast, *small]) == 0
+    last = tmp_path / "r" / "checkpoints" / checkpoints.LAST
+    assert load_checkpoint(last)["agent"]["counters"]["env_steps"] == 300
+    previous_steps = load_checkpoint(previous_path(last))["agent"]["counters"]["env_steps"]
+    assert 200 <= previous_steps < 300  # the periodic checkpoint (written at an episode boundary)
+    last.write_bytes(last.read_bytes()[:1000])
+    capsys.readouterr()
+    with caplog.at_level(logging.WARNING, logger="rulka.checkpoints"):
+        assert main(["--resume", str(tmp_path / "r"), "--max-steps", "400", *fast]) == 0
+    assert "loaded the previous checkpoint" in caplog.text and "truncated" in caplog.text
+    assert f"at {previous_steps} environment steps" in capsys.readouterr().err
+    final = load_checkpoint(last)
+    assert final["agent"]["counters"]["env_steps"] == 400 and not final[checkpoints.INFO_KEY]["fell_back"]
