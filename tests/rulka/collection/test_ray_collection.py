@@ -1,0 +1,109 @@
+"""Collectors as Ray actors: feeding the learner, surviving a killed actor, and the presets on Ray.
+
+They run on a local Ray instance (``ray.init(num_cpus=2, include_dashboard=False)``) and skip,
+saying why, only where Ray is not installed (``pip install 'rulka[ray]'``).
+"""
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+from agents.iqn_agent import IQNAgent
+from rulka.config import ConfigError
+from rulka.collection.ray_collection import RayCollection
+from rulka.graph_manager import BasicRLGraphManager
+from tests.rulka.collection.envs import corridor_factory, small_config
+
+
+@pytest.fixture(scope="module")
+def ray():
+    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'rulka[ray]' runs these tests")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+def _graph_manager(**performance):
+    config = small_config(collectors=performance.pop("collectors", 2), collector_backend="ray", **performance)
+    return BasicRLGraphManager(IQNAgent, config, env_factory=corridor_factory).create(None, "cpu", 0)
+
+
+def test_two_actors_with_batched_environments_feed_one_learner(ray, monkeypatch):
+    """2 actors x 2 environments: the learner stores both, trains, publishes through the object store; none is left."""
+    graph_manager = _graph_manager(envs_per_collector=2, send_shared_network_every_n_batches=2)
+    sources, lags = set(), []
+    ingest = graph_manager.ingest
+
+    def spy(rollout):
+        sources.add(rollout.source)
+        lags.append(rollout.policy_updates)
+        ingest(rollout)
+
+    graph_manager.ingest = spy
+    pids = []
+    stop = RayCollection.stop
+    monkeypatch.setattr(RayCollection, "stop", lambda self, **kw: (pids.extend(self.alive_pids()), stop(self, **kw)))
+    summary = graph_manager.improve(1_500, show_progress=False)
+    collection = graph_manager.collection
+    assert summary.env_steps >= 1_500 and summary.gradient_updates > 0
+    assert {(s[0], s[2]) for s in sources} == {(0, 0), (0, 1), (1, 2), (1, 3)}  # collector, instance
+    assert max(lags) > 0  # actors acted with weights the learner published after training
+    assert sum(collection.actions_per_node().values()) == sum(collection.actions_per_collector()) >= 1_500
+    assert collection.stats.restarts == 0 and not collection.alive_pids()
+    assert len(set(pids)) == 2 and _gone(pids)
+
+
+def _gone(pids, within_s=10.0):
+    """Whether all these processes have ended within ``within_s`` seconds."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        alive = []
+        for pid in pids:
+            try:
+                os.kill(pid, 0)
+                alive.append(pid)
+            except ProcessLookupError:
+                pass
+        if not alive:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_an_actor_killed_mid_run_is_replaced_while_the_learner_trains(ray):
+    """ray.kill one collector actor: the learner logs it, starts a new one, and gradient updates keep coming."""
+    graph_manager = _graph_manager(collector_timeout_s=60.0)
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (graph_manager.improve(4_000, show_progress=False), done.set()))
+    thread.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and graph_manager.agent.counters.gradient_updates < 20:
+        time.sleep(0.2)
+    assert graph_manager.agent.counters.gradient_updates >= 20, "the run did not start training in time"
+    victim = graph_manager.collection.actors[1]
+    ray.kill(victim.handle)
+    updates_at_kill = graph_manager.agent.counters.gradient_updates
+    thread.join(180)
+    assert done.is_set()
+    collection = graph_manager.collection
+    assert collection.stats.restarts == 1 and collection.incarnations == [1, 2]
+    assert graph_manager.collector_events[0].startswith("collector 1 died")
+    assert graph_manager.agent.counters.gradient_updates > updates_at_kill
+    assert graph_manager.agent.counters.env_steps >= 4_000
+
+
+def test_an_unknown_backend_or_missing_ray_is_a_clear_error(monkeypatch):
+    """A misspelt backend, and the ray backend without Ray installed, are refused with the fix."""
+    config = small_config(collectors=1, collector_backend="rya")
+    graph_manager = BasicRLGraphManager(IQNAgent, config, env_factory=corridor_factory).create(None, "cpu", 0)
+    with pytest.raises(ConfigError, match="use processes or ray"):
+        graph_manager.improve(10, show_progress=False)
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    graph_manager.config.performance.collector_backend = "ray"
+    with pytest.raises(ConfigError, match=r"pip install 'rulka\[ray\]'"):
+        graph_manager.improve(10, show_progress=False)
