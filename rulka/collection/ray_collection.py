@@ -61,13 +61,17 @@ def connect(address: str | None) -> Any:
     """Join the Ray cluster at ``address`` (``auto`` or ``HOST:PORT``), or start a local instance.
 
     A Ray already initialised in this process (a test's ``ray.init``) is used as it is. A local
-    instance runs without the dashboard and has only this machine's CPUs and GPUs.
+    instance runs without the dashboard, has this machine's CPUs and GPUs, and runs its workers at
+    normal priority (a cluster's nodes choose theirs: ``RAY_worker_niceness=0 ray start ...``).
     """
     ray = import_ray()
     if ray.is_initialized():
         return ray
     if address in (None, "", "none", "local"):
-        ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
+        # Ray runs its workers at niceness 15 by default: on a busy machine collector actors would then
+        # starve behind the learner; 0 gives them the priority collector processes have.
+        ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True,
+                 _system_config={"worker_niceness": 0})
     else:
         ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
     return ray
