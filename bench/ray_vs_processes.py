@@ -62,9 +62,10 @@ def main() -> None:
     parser.add_argument("--envs-per-collector", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--publish-every", type=int, default=20, help="polls between two weight publications")
+    parser.add_argument("--order", default="processes,ray", help="which backend runs first (the machine may warm up)")
     args = parser.parse_args()
     rates = {}
-    for backend in ("processes", "ray"):
+    for backend in args.order.split(","):
         rates[backend] = measure(backend, args.preset, args.collectors, args.envs_per_collector, args.seconds,
                                  args.publish_every)
         print(f"{backend:>9}: {rates[backend]:8.1f} actions/s ({args.collectors} collectors x "
