@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-steps", type=int, metavar="N",
                         help="stop when the run has taken N environment steps in total (default: the preset's max_env_steps)")
     parser.add_argument("--no-progress", action="store_true", help="do not show the progress line")
+    parser.add_argument("--ray-address", metavar="ADDRESS",
+                        help="with performance.collector_backend: ray, the Ray cluster to join: auto (the cluster this "
+                             "machine joined with ray start) or HOST:PORT; default none = a local Ray instance")
     subparsers = parser.add_subparsers(dest="command", title="tool commands", metavar="COMMAND")
     _register_tool_commands(subparsers)
     return parser
@@ -112,12 +115,14 @@ def train(args: argparse.Namespace) -> int:
     (run_dir / RUN_INFO).write_text(yaml.safe_dump({"preset": preset, "seed": args.seed, "device": args.device}))
     print(f"rulka: run folder {run_dir}", file=sys.stderr)
     graph_manager.create(run_dir, device, args.seed)
+    graph_manager.ray_address = _ray_address(args.ray_address)
     return _improve(graph_manager, args.max_steps, args.no_progress)
 
 
 def resume(args: argparse.Namespace) -> int:
     graph_manager = load_run(args.resume, args.device, args.config, args.custom_parameter, args.preset)
     print(f"rulka: resumed {args.resume} at {graph_manager.agent.counters.env_steps} environment steps", file=sys.stderr)
+    graph_manager.ray_address = _ray_address(args.ray_address)
     return _improve(graph_manager, args.max_steps, args.no_progress)
 
 
@@ -165,6 +170,17 @@ def _improve(graph_manager: BasicRLGraphManager, max_steps: int | None, no_progr
     print(f"done: {summary.env_steps} env steps, {summary.episodes} episodes, {summary.gradient_updates} gradient "
           f"updates, last evaluation {last}, best {best}, {summary.wall_time_s:.0f} s")
     return 0
+
+
+def _ray_address(address: str | None) -> str | None:
+    """``--ray-address``: None / ``none`` (a local instance), ``auto`` or ``HOST:PORT``."""
+    if address is None or address.lower() == "none":
+        return None
+    if address != "auto":
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"--ray-address {address!r}: give auto, HOST:PORT (e.g. 192.168.1.10:6379) or none")
+    return address
 
 
 def _device(name: str):

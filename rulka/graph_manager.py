@@ -45,7 +45,7 @@ from rulka.collection.in_process import InProcessCollection
 from rulka.collection.processes import ProcessCollection
 from rulka.collection.rollout import EpisodePlan, EpisodeSpec, Rollout
 from rulka.collection.setup import CollectorSetup, EnvFactory, PlanFactory, default_plan
-from rulka.config import set_active_config, write_config_snapshot
+from rulka.config import ConfigError, set_active_config, write_config_snapshot
 from rulka.level_manager import LevelManager
 from rulka.logger import RunLogger
 from rulka.parameters import EnvironmentParameters, ExperimentConfig, GymEnvironmentParameters, PresetValidationParameters
@@ -171,6 +171,8 @@ class BasicRLGraphManager(GraphManager):
         self._first_env: gym.Env | None = None
         self._collection_state: dict[str, Any] | None = None
         self._checkpoint_due = False
+        #: Ray cluster for ``collector_backend: ray`` (``auto``, ``HOST:PORT``; None: a local instance).
+        self.ray_address: str | None = None
 
     # ------------------------------------------------------------------ building
     def default_input_filter(self) -> InputFilter:
@@ -236,7 +238,14 @@ class BasicRLGraphManager(GraphManager):
         if self._first_env is not None:  # the learner plays nothing: its environment goes
             self._first_env.close()
             self._first_env = None
-        collection = ProcessCollection(self.collector_setup(), agent, self._collector_event)
+        backend = self.config.performance.collector_backend
+        if backend == "ray":
+            from rulka.collection.ray_collection import RayCollection  # Ray is an optional extra
+            collection = RayCollection(self.collector_setup(), agent, self._collector_event, self.ray_address)
+        elif backend == "processes":
+            collection = ProcessCollection(self.collector_setup(), agent, self._collector_event)
+        else:
+            raise ConfigError(f"performance.collector_backend: {backend!r} is not a backend; use processes or ray")
         collection.on_dropped_source = lambda cid, inc: self.gatherer.forget_source(cid, inc)
         collection.start(agent, self.in_heatup())
         return collection
@@ -481,7 +490,7 @@ class BasicRLGraphManager(GraphManager):
         }
         if clock.lag_count:
             values["Performance/policy_lag_batches"] = clock.lag_sum / clock.lag_count
-        if isinstance(collection, ProcessCollection):
+        if collection is not None and not isinstance(collection, InProcessCollection):
             actions = collection.actions_per_collector()
             previous = getattr(clock, "collector_actions", [0] * len(actions))
             for i, (now, before) in enumerate(zip(actions, previous)):
@@ -491,6 +500,11 @@ class BasicRLGraphManager(GraphManager):
             values["Performance/collector_restarts"] = collection.stats.restarts
             clock.reset(agent.counters.env_steps, agent.counters.gradient_updates)
             clock.collector_actions = actions
+            if hasattr(collection, "actions_per_node"):  # Ray: actions/s of each node (by IP address)
+                nodes, before = collection.actions_per_node(), getattr(clock, "node_actions", {})
+                for node, now in nodes.items():
+                    values[f"Performance/node_{node}_actions_per_s"] = (now - before.get(node, 0)) / elapsed
+                clock.node_actions = nodes
         else:
             clock.reset(agent.counters.env_steps, agent.counters.gradient_updates)
         self.log(values)

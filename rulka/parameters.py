@@ -180,6 +180,16 @@ class PerformanceParameters:
     rollout_chunk_actions: int = 200
     #: A collector silent for this long (a hung game) is killed and replaced, seconds.
     collector_timeout_s: float = 300.0
+    #: How collectors run: ``processes`` (this machine) or ``ray`` (Ray actors, on this machine or a Ray
+    #: cluster: ``rulka --ray-address``; needs ``pip install 'rulka[ray]'``).
+    collector_backend: str = "processes"
+    #: CPUs Ray reserves for each collector actor (``collector_backend: ray``).
+    ray_collector_cpus: float = 1.0
+    #: GPUs Ray gives each collector actor, fractions allowed (0: none; needed for ``collector_device: cuda``).
+    ray_collector_gpus: float = 0.0
+    #: Custom Ray resources each collector actor needs, e.g. ``{tmnf: 1}`` so game-running collectors
+    #: go to nodes started with ``ray start --resources '{"tmnf": 2}'`` (one unit per game instance).
+    ray_collector_resources: dict[str, float] = field(default_factory=dict)
     make_highest_prio_figures: bool = False
     #: Torch threads of the learner (0: torch's default).
     torch_num_threads: int = 0

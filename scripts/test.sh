@@ -10,4 +10,6 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && ! dpkg -s angelsc
 fi
 python3 -m venv .venv
 .venv/bin/pip install -q torch==2.13.0 -e '.[test]'
+# Ray (the collector_backend: ray tests); where it cannot be installed those tests skip and say why.
+.venv/bin/pip install -q -e '.[test,ray]' || echo "scripts/test.sh: could not install Ray; the Ray collector tests will skip"
 .venv/bin/python -m pytest -q "$@"

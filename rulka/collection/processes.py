@@ -28,9 +28,11 @@ import torch
 import torch.multiprocessing as tmp
 
 from agents.agent import Agent
+from rulka.collection.collector import Collector
 from rulka.collection.rollout import Rollout
 from rulka.collection.setup import CollectorSetup
 from rulka.collection.shared import SharedPolicy, SharedStatus
+from rulka.core_types import Counters
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,36 @@ class CollectorFailure(RuntimeError):
     """Collectors keep failing before sending anything: the run cannot collect data."""
 
 
+def build_collector(setup: CollectorSetup, collector_id: int, incarnation: int, device: str,
+                    read_counters: Callable[[Counters], None],
+                    load_policy: Callable[[torch.nn.Module, int], tuple[int, int] | None]) -> Collector:
+    """The acting agent and Collector of one collector incarnation (processes and Ray actors alike).
+
+    Before each batch of actions the collector reads the learner's counters (``read_counters``) and,
+    at an episode start and every ``update_inference_network_every_n_actions`` actions, asks
+    ``load_policy(network, held_version)`` for newer weights: it copies them into ``network`` and
+    returns (version, gradient updates), or returns None when nothing newer is published.
+    """
+    seed = setup.seed + 7_919 * (collector_id + 1) + 104_729 * incarnation
+    agent = setup.make_agent(device, seed)
+    agent.online_network.requires_grad_(False)
+    every = max(1, setup.config.performance.update_inference_network_every_n_actions)
+    held = {"version": 0, "updates": 0, "since": every}
+
+    def before_acting(starting: bool) -> int:
+        read_counters(agent.counters)
+        if starting or held["since"] >= every:
+            loaded = load_policy(agent.online_network, held["version"])
+            if loaded is not None:
+                held["version"], held["updates"] = loaded
+            held["since"] = 0
+        held["since"] += 1
+        return held["updates"]
+
+    return setup.make_collector(agent, collector_id, incarnation, setup.instances(collector_id),
+                                continues=False, before_acting=before_acting)
+
+
 def _collector_main(setup: CollectorSetup, collector_id: int, incarnation: int, device: str, torch_threads: int,
                     policy: SharedPolicy, status: SharedStatus, conn: Any, slots: Any) -> None:
     """Body of a collector process."""
@@ -52,24 +84,7 @@ def _collector_main(setup: CollectorSetup, collector_id: int, incarnation: int, 
     parent = tmp.parent_process()
     collector = None  # the learner's start-up grace covers building it; the loop beats from then on
     try:
-        seed = setup.seed + 7_919 * (collector_id + 1) + 104_729 * incarnation
-        agent = setup.make_agent(device, seed)
-        agent.online_network.requires_grad_(False)
-        every = max(1, setup.config.performance.update_inference_network_every_n_actions)
-        held = {"version": 0, "updates": 0, "since": every}
-
-        def before_acting(starting: bool) -> int:
-            status.read_counters(agent.counters)
-            if starting or held["since"] >= every:
-                loaded = policy.load_into(agent.online_network, held["version"])
-                if loaded is not None:
-                    held["version"], held["updates"] = loaded
-                held["since"] = 0
-            held["since"] += 1
-            return held["updates"]
-
-        collector = setup.make_collector(agent, collector_id, incarnation, setup.instances(collector_id),
-                                         continues=False, before_acting=before_acting)
+        collector = build_collector(setup, collector_id, incarnation, device, status.read_counters, policy.load_into)
         k = len(collector.slots)
         sending = _beat_while_waiting(status, collector_id)
         while not status.stop.value:

@@ -1,0 +1,326 @@
+"""Collectors as Ray actors (``performance.collector_backend: ray``): the same Collector, on any node.
+
+Each actor builds its agent and environments with :func:`~rulka.collection.processes.build_collector`,
+the code the collector processes run, and plays in ``collect`` calls: one call steps its
+environments until at least one :class:`~rulka.collection.rollout.Rollout` chunk is complete and
+returns the chunks. The learner (:class:`RayCollection`) keeps ``CALLS_IN_FLIGHT`` calls queued per
+actor, so an actor never waits for the learner, and picks up finished calls with ``ray.wait``
+(timeout ``poll``'s, never blocking longer), in the order each actor was asked.
+
+Weights: every ``publish`` is one ``ray.put`` of the network's tensors as numpy arrays. Each call
+carries the newest reference (wrapped in a list, so Ray does not fetch it with the call) and the
+learner's counters; the actor fetches the weights with ``ray.get`` only at the points the process
+collectors refresh theirs (an episode start, every ``update_inference_network_every_n_actions``
+actions) and only when their version is newer than what it holds.
+
+Faults: an actor whose call raised, that died (killed, its node lost) or that stayed silent past
+``collector_timeout_s`` is killed and replaced by a new incarnation, which Ray places wherever its
+resources (CPUs, GPUs, custom resources such as ``{"tmnf": 1}``) are free; its unfinished episodes
+are dropped, what it returned is kept. ``MAX_FAILED_STARTS`` failures in a row before any rollout
+stop the run with :class:`~rulka.collection.processes.CollectorFailure`.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from agents.agent import Agent
+from rulka.collection.processes import (MAX_FAILED_STARTS, STARTUP_GRACE_S, CollectionStats, CollectorFailure,
+                                        _collector_device, build_collector)
+from rulka.collection.rollout import Rollout
+from rulka.collection.setup import CollectorSetup
+from rulka.config import ConfigError
+from rulka.core_types import Counters
+
+log = logging.getLogger(__name__)
+
+#: ``collect`` calls queued per actor: one runs while the next waits, so the actor never idles on the learner.
+CALLS_IN_FLIGHT = 2
+_COUNTER_NAMES = ("env_steps", "episodes", "gradient_updates", "transitions_sampled")
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a ConfigError that says how to install it."""
+    try:
+        import ray
+    except ImportError as error:
+        raise ConfigError("performance.collector_backend: ray needs Ray, which is not installed "
+                          f"({error}); install it with pip install 'rulka[ray]' (or set collector_backend: "
+                          "processes)") from None
+    return ray
+
+
+def connect(address: str | None) -> Any:
+    """Join the Ray cluster at ``address`` (``auto`` or ``HOST:PORT``), or start a local instance.
+
+    A Ray already initialised in this process (a test's ``ray.init``) is used as it is. A local
+    instance runs without the dashboard, has this machine's CPUs and GPUs, and runs its workers at
+    normal priority (a cluster's nodes choose theirs: ``RAY_worker_niceness=0 ray start ...``).
+    """
+    ray = import_ray()
+    if ray.is_initialized():
+        return ray
+    if address in (None, "", "none", "local"):
+        # Ray runs its workers at niceness 15 by default: on a busy machine collector actors would then
+        # starve behind the learner; 0 gives them the priority collector processes have.
+        ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True,
+                 _system_config={"worker_niceness": 0})
+    else:
+        ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
+    return ray
+
+
+class RayCollectorActor:
+    """Body of one collector actor (made remote by :func:`_actor_class`)."""
+
+    def __init__(self, setup: CollectorSetup, collector_id: int, incarnation: int, device: str,
+                 torch_threads: int) -> None:
+        import ray
+
+        torch.set_num_threads(max(1, torch_threads))
+        # the fetched arrays are read-only views of the object store; they are only copied from
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        self._ray = ray
+        self.counters = np.zeros(len(_COUNTER_NAMES), dtype=np.int64)
+        self.weights: tuple[int, int, list[Any]] | None = None  # (version, updates, [ObjectRef])
+        self.collector = build_collector(setup, collector_id, incarnation, device, self._read_counters,
+                                         self._load_policy)
+        self.node = ray.util.get_node_ip_address()
+        self.pid = os.getpid()
+
+    def _read_counters(self, into: Counters) -> None:
+        for name, value in zip(_COUNTER_NAMES, self.counters):
+            setattr(into, name, int(value))
+
+    def _load_policy(self, network: torch.nn.Module, held_version: int) -> tuple[int, int] | None:
+        if self.weights is None or self.weights[0] == held_version:
+            return None
+        version, updates, (ref,) = self.weights
+        arrays = self._ray.get(ref)
+        tensors = network.state_dict()
+        with torch.no_grad():
+            for name, array in arrays.items():
+                tensors[name].copy_(torch.from_numpy(array))
+        return version, updates
+
+    def collect(self, counters: np.ndarray, heatup: bool,
+                weights: tuple[int, int, list[Any]]) -> tuple[list[Rollout], int, str, int]:
+        """Play until at least one chunk is complete: (chunks, actions played, node IP, pid)."""
+        self.counters = counters
+        self.weights = weights
+        rollouts: list[Rollout] = []
+        played = 0
+        while not rollouts:
+            rollouts = self.collector.step(heatup)
+            played += len(self.collector.slots)
+        return rollouts, played, self.node, self.pid
+
+    def close(self) -> None:
+        self.collector.close()
+
+
+def _actor_class(ray: Any) -> Any:
+    return ray.remote(RayCollectorActor)
+
+
+@dataclass
+class _Call:
+    ref: Any
+    seq: int
+    submitted: float
+
+
+@dataclass
+class _Actor:
+    collector_id: int
+    incarnation: int
+    handle: Any
+    started: float
+    calls: list[_Call] = field(default_factory=list)
+    last_result: float = 0.0
+    sent_anything: bool = False
+    pid: int = 0
+
+
+class RayCollection:
+    """Starts, feeds, watches and stops collector actors; the interface of ProcessCollection.
+
+    Args:
+        setup: how a collector builds its agent, environments and plans (pickled to each actor).
+        agent: the learner's agent (its ``online_network`` is published).
+        on_event: called with a one-line message when a collector fails or is replaced.
+        address: Ray cluster to join (``auto``, ``HOST:PORT``) or None for a local instance.
+    """
+
+    def __init__(self, setup: CollectorSetup, agent: Agent, on_event: Callable[[str], None] | None = None,
+                 address: str | None = None) -> None:
+        perf = setup.config.performance
+        self.setup = setup
+        self.num_collectors = perf.gpu_collectors_count
+        self.device = _collector_device(perf.collector_device, agent.device)
+        if self.device.type == "cuda" and perf.ray_collector_gpus <= 0:
+            raise ConfigError(f"performance.collector_device is {perf.collector_device} ({self.device}) but "
+                              "performance.ray_collector_gpus is 0: Ray hides the GPUs from an actor that asks "
+                              "for none; set ray_collector_gpus (e.g. 0.25) or collector_device: cpu")
+        self.torch_threads = perf.collector_torch_threads
+        self.timeout_s = perf.collector_timeout_s
+        self.ray = connect(address)
+        self.actor_class = _actor_class(self.ray).options(
+            num_cpus=perf.ray_collector_cpus, num_gpus=perf.ray_collector_gpus,
+            resources=dict(perf.ray_collector_resources) or None, max_restarts=0, max_task_retries=0)
+        self.actors: list[_Actor | None] = [None] * self.num_collectors
+        self.incarnations = [0] * self.num_collectors
+        self.failed_starts = [0] * self.num_collectors
+        self.received = [0] * self.num_collectors
+        self.actions = [0] * self.num_collectors
+        self.node_actions: dict[str, int] = {}
+        self.stats = CollectionStats()
+        self.on_event = on_event or (lambda message: log.warning(message))
+        self.on_dropped_source: Callable[[int, int], None] = lambda collector_id, incarnation: None
+        self.counters = np.zeros(len(_COUNTER_NAMES), dtype=np.int64)
+        self.heatup = True
+        self.version = 0
+        self.weights: tuple[int, int, list[Any]] | None = None
+        self._seq = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, agent: Agent, heatup: bool) -> None:
+        self.publish(agent)
+        self.publish_counters(agent, heatup)
+        for i in range(self.num_collectors):
+            self._spawn(i)
+
+    def _spawn(self, collector_id: int) -> None:
+        self.incarnations[collector_id] += 1
+        handle = self.actor_class.remote(self.setup, collector_id, self.incarnations[collector_id],
+                                         str(self.device), self.torch_threads)
+        now = time.monotonic()
+        actor = _Actor(collector_id, self.incarnations[collector_id], handle, now, last_result=now + STARTUP_GRACE_S)
+        self.actors[collector_id] = actor
+        for _ in range(CALLS_IN_FLIGHT):
+            self._submit(actor)
+
+    def _submit(self, actor: _Actor) -> None:
+        self._seq += 1
+        ref = actor.handle.collect.remote(self.counters.copy(), self.heatup, self.weights)
+        actor.calls.append(_Call(ref, self._seq, time.monotonic()))
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Let the calls under way finish (their chunks are dropped), then end every actor."""
+        live = [a for a in self.actors if a is not None]
+        if not live:
+            return
+        refs = [call.ref for a in live for call in a.calls]
+        if refs and timeout_s > 0:
+            self.ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        for actor in live:
+            self.ray.kill(actor.handle, no_restart=True)
+        self.actors = [None] * self.num_collectors
+
+    # ------------------------------------------------------------------ data
+    def publish(self, agent: Agent) -> None:
+        """One ``ray.put`` of the online network's tensors (numpy, read without a copy by local actors)."""
+        arrays = {name: t.detach().to("cpu", torch.float32).numpy()
+                  for name, t in agent.online_network.state_dict().items()}
+        self.version += 1
+        self.weights = (self.version, agent.counters.gradient_updates, [self.ray.put(arrays)])
+
+    def publish_counters(self, agent: Agent, heatup: bool) -> None:
+        for i, name in enumerate(_COUNTER_NAMES):
+            self.counters[i] = agent.counters.get(name)
+        self.heatup = bool(heatup)
+
+    def poll(self, heatup: bool, timeout: float = 0.05) -> list[Rollout]:
+        """Rollouts of the calls that finished within ``timeout`` seconds (all that are done, at least one if any)."""
+        owner = {call.ref: (actor, call) for actor in self.actors if actor is not None for call in actor.calls}
+        rollouts: list[Rollout] = []
+        if owner:
+            refs = list(owner)
+            ready, rest = self.ray.wait(refs, num_returns=1, timeout=timeout)
+            if ready and rest:
+                more, _ = self.ray.wait(rest, num_returns=len(rest), timeout=0)
+                ready += more
+            for ref in sorted(ready, key=lambda r: owner[r][1].seq):  # an actor's chunks in the order it played them
+                actor, call = owner[ref]
+                if self.actors[actor.collector_id] is not actor:
+                    continue  # replaced while handling an earlier call of this poll
+                rollouts += self._receive(actor, call)
+        self.check_health()
+        return rollouts
+
+    def _receive(self, actor: _Actor, call: _Call) -> list[Rollout]:
+        actor.calls.remove(call)
+        try:
+            chunk, played, node, pid = self.ray.get(call.ref)
+        except self.ray.exceptions.RayActorError as error:
+            self._replace(actor, f"died ({_first_line(error)})")
+            return []
+        except self.ray.exceptions.RayError as error:
+            self._replace(actor, f"raised an error:\n{str(error).rstrip()}")
+            return []
+        i = actor.collector_id
+        actor.sent_anything = True
+        actor.last_result = time.monotonic()
+        actor.pid = pid
+        self.failed_starts[i] = 0
+        self.received[i] += len(chunk)
+        self.stats.received += len(chunk)
+        self.actions[i] += played
+        self.node_actions[node] = self.node_actions.get(node, 0) + played
+        self._submit(actor)
+        return chunk
+
+    def check_health(self) -> None:
+        now = time.monotonic()
+        for actor in self.actors:
+            if actor is not None and now - actor.last_result > self.timeout_s:
+                self._replace(actor, f"sent nothing for {now - actor.last_result:.0f} s "
+                                     f"(collector_timeout_s = {self.timeout_s:g})")
+
+    def _replace(self, actor: _Actor, reason: str) -> None:
+        i = actor.collector_id
+        self.ray.kill(actor.handle, no_restart=True)
+        self.stats.restarts += 1
+        if not actor.sent_anything:
+            self.failed_starts[i] += 1
+        message = f"collector {i} {reason}; its unfinished episodes are dropped, a new collector {i} starts"
+        self.stats.events.append(message)
+        self.on_event(message)
+        self.on_dropped_source(i, actor.incarnation)
+        if self.failed_starts[i] >= MAX_FAILED_STARTS:
+            self.actors[i] = None
+            raise CollectorFailure(f"collector {i} failed {self.failed_starts[i]} times in a row before sending "
+                                   f"anything; last failure: {reason}")
+        self._spawn(i)
+
+    # ------------------------------------------------------------------ metrics
+    def alive_pids(self) -> list[int]:
+        """PIDs of the actors that have returned a call and still run (on their own nodes)."""
+        return [a.pid for a in self.actors if a is not None and a.pid]
+
+    def queue_depth(self) -> int:
+        """Calls finished and not yet read by the learner."""
+        refs = [call.ref for a in self.actors if a is not None for call in a.calls]
+        if not refs:
+            return 0
+        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0)
+        return len(ready)
+
+    def actions_per_collector(self) -> list[int]:
+        return list(self.actions)
+
+    def actions_per_node(self) -> dict[str, int]:
+        """Actions played on each node (by IP address), over every incarnation."""
+        return dict(self.node_actions)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
