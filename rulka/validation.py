@@ -245,6 +245,12 @@ register_field_rules({
     "max_rollout_queue_size": POSITIVE_INT,
     "rollout_chunk_actions": POSITIVE_INT,
     "collector_timeout_s": POSITIVE,
+    "collector_backend": choice("processes", "ray"),
+    "ray_collector_cpus": NON_NEGATIVE,
+    "ray_collector_gpus": NON_NEGATIVE,
+    "ray_collector_resources": Rule("a mapping of resource names to amounts >= 0",
+                                    lambda v: isinstance(v, dict) and all(isinstance(k, str) and _is_number(a) and a >= 0
+                                                                        for k, a in v.items())),
     "running_speed": POSITIVE_INT,
     "send_shared_network_every_n_batches": POSITIVE_INT,
     "update_inference_network_every_n_actions": POSITIVE_INT,
