@@ -51,6 +51,7 @@ from rulka.logger import RunLogger
 from rulka.parameters import EnvironmentParameters, ExperimentConfig, GymEnvironmentParameters, PresetValidationParameters
 from rulka.progress import ProgressBar
 from rulka.seeding import set_global_seed
+from rulka.validation import validate_config
 
 EVAL_SEED_OFFSET = 1_000_003
 #: Seconds between two logs of the Performance group.
@@ -195,6 +196,7 @@ class BasicRLGraphManager(GraphManager):
     def create(self, run_dir: str | Path | None, device: torch.device | str = "cpu", seed: int = 0,
                resume: bool = False) -> "BasicRLGraphManager":
         """Build filters, the agent and the logger; with ``resume`` load the last checkpoint."""
+        validate_config(self.config)  # presets run from Python are checked as YAML and -cp are
         self.seed = seed
         self.created_at = time.time()
         set_global_seed(seed)
@@ -382,8 +384,11 @@ class BasicRLGraphManager(GraphManager):
                         self._checkpoint_due = True
                     if self._checkpoint_due and (not in_process or collection.at_episode_boundary
                                                  or perf.envs_per_collector > 1):
-                        self.save_checkpoint()
                         self._checkpoint_due = False
+                        try:
+                            self.save_checkpoint()
+                        except checkpoints.CheckpointWriteError as error:  # a full disk: keep training
+                            print(f"\nrulka: warning: {error}", file=sys.stderr, flush=True)
                     if time.monotonic() - clock.start >= PERFORMANCE_LOG_EVERY_S:
                         self.log_performance()
                     progress.update("heatup" if heatup else "train", agent.counters.env_steps, self.last_evaluation)

@@ -17,10 +17,7 @@ import numpy as np
 from agents.agent import Agent
 from filters import InputFilter, OutputFilter
 from rulka.core_types import Observation, RunPhase
-
-
-class NonFiniteStepError(ValueError):
-    """An environment returned a NaN or infinite observation or reward."""
+from rulka.validation import check_finite_step
 
 
 @dataclass
@@ -42,20 +39,6 @@ class StepResult:
         return bool(self.info.get("discarded", False))
 
 
-def check_finite(observation: dict[str, Any], reward: float, env_name: str, step: int) -> None:
-    """Refuse a NaN or infinite reward or float observation, naming the environment and its step."""
-    if not np.isfinite(reward):
-        raise NonFiniteStepError(f"environment {env_name} returned a non-finite reward ({reward}) at step {step} "
-                                 f"of its episode: fix the environment or clip its reward with a reward filter")
-    for key, value in observation.items():
-        array = np.asarray(value)
-        if array.dtype.kind == "f" and not np.isfinite(array).all():
-            bad = int(np.size(array) - np.isfinite(array).sum())
-            raise NonFiniteStepError(f"environment {env_name} returned {bad} non-finite value(s) in observation "
-                                     f"'{key}' at step {step} of its episode: fix the environment or filter the "
-                                     f"observation")
-
-
 class LevelManager:
     def __init__(self, agent: Agent | None, env: gym.Env, input_filter: InputFilter, output_filter: OutputFilter) -> None:
         self.agent = agent
@@ -70,7 +53,7 @@ class LevelManager:
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Observation:
         raw, _ = self.env.reset(seed=seed, options=options)
-        check_finite(raw, 0.0, self.env_name, 0)
+        check_finite_step(raw, 0.0, self.env_name, 0)
         self.observation = self.input_filter.filter_observation(raw)
         self.episode_return = 0.0
         self.episode_length = 0
@@ -79,7 +62,7 @@ class LevelManager:
     def apply(self, action: int) -> StepResult:
         """Send ``action`` (the agent's) to the environment and filter its response."""
         raw, reward, terminated, truncated, info = self.env.step(self.output_filter.filter(action))
-        check_finite(raw, reward, self.env_name, self.episode_length + 1)
+        check_finite_step(raw, reward, self.env_name, self.episode_length + 1)
         next_state = self.input_filter.filter_observation(raw)
         self.last_action = action
         self.episode_return += float(reward)

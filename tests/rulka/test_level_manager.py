@@ -4,7 +4,8 @@ import pytest
 from gymnasium import spaces
 
 from filters import InputFilter, OutputFilter
-from rulka.level_manager import LevelManager, NonFiniteStepError
+from rulka.level_manager import LevelManager
+from rulka.validation import NonFiniteDataError
 
 
 class Broken(gym.Env):
@@ -39,5 +40,5 @@ def test_non_finite_steps_are_refused_naming_the_environment_and_step(where):
     level.reset()
     level.apply(0)
     level.apply(1)
-    with pytest.raises(NonFiniteStepError, match=rf"Broken .*non-finite .*at step 3"):
+    with pytest.raises(NonFiniteDataError, match=r"environment Broken at step 3: (observation|reward)"):
         level.apply(0)

@@ -9,6 +9,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from rulka import checkpoints
 
 
@@ -25,6 +27,7 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.reliability
 def test_sigterm_stops_collectors_and_writes_a_final_checkpoint(tmp_path):
     """cartpole_iqn with 2 collector processes, SIGTERM mid-run: exit 143, last.pt at the stop, no child left."""
     marker = uuid.uuid4().hex

@@ -41,6 +41,7 @@ def test_two_collectors_with_batched_environments_feed_one_learner():
     assert graph_manager.collection.stats.restarts == 0
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize("fault", ["raise", "hang"])
 def test_a_collector_that_raises_or_hangs_is_replaced_and_training_goes_on(fault, tmp_path, monkeypatch):
     """Collector 0's environment raises (or hangs) once: it is logged, replaced, and the run completes."""
@@ -58,6 +59,7 @@ def test_a_collector_that_raises_or_hangs_is_replaced_and_training_goes_on(fault
     assert not graph_manager.collection.alive_pids()
 
 
+@pytest.mark.reliability
 def test_a_collector_killed_mid_run_is_replaced_while_the_learner_trains():
     """SIGKILL one collector: a new collector process appears and gradient updates keep coming."""
     graph_manager = _graph_manager(collector_timeout_s=30.0)
