@@ -55,6 +55,7 @@ def test_two_collectors_race_a_two_map_cycle_with_one_environment_each(tmp_path)
         "performance.gpu_collectors_count=2", "performance.rollout_chunk_actions=50",
         "memory.memory_size_schedule=[[0, [3000, 300]]]", "training.batch_size=16",
         "training.checkpoint_every_n_env_steps=0",
+        "environment.cutoff_rollout_if_race_not_finished_within_duration_ms=5000",  # races of <= 100 actions
         "map_cycle.entries=[{short_name: a, map_path: short}, {short_name: b, map_path: 'procedural:3'}]"])
     graph_manager.create(tmp_path / "r", "cpu", 0)
     tags = set()
