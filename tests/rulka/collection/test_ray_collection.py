@@ -101,9 +101,10 @@ def test_an_actor_killed_mid_run_is_replaced_while_the_learner_trains(ray):
 def test_an_unknown_backend_or_missing_ray_is_a_clear_error(monkeypatch):
     """A misspelt backend, and the ray backend without Ray installed, are refused with the fix."""
     config = small_config(collectors=1, collector_backend="rya")
+    with pytest.raises(ConfigError, match=r"performance.collector_backend: must be one of 'processes', 'ray', got 'rya'"):
+        BasicRLGraphManager(IQNAgent, config, env_factory=corridor_factory).create(None, "cpu", 0)  # before any work
+    config.performance.collector_backend = "processes"
     graph_manager = BasicRLGraphManager(IQNAgent, config, env_factory=corridor_factory).create(None, "cpu", 0)
-    with pytest.raises(ConfigError, match="use processes or ray"):
-        graph_manager.improve(10, show_progress=False)
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
     graph_manager.config.performance.collector_backend = "ray"
     with pytest.raises(ConfigError, match=r"pip install 'rulka\[ray\]'"):
