@@ -277,7 +277,8 @@ class BasicRLGraphManager(GraphManager):
             write_highest_priority_figures(self.agent.memory, self.run_dir / "high_prio_figures")
         return path
 
-    def load_checkpoint(self, path: str | Path) -> None:
+    def load_checkpoint(self, path: str | Path) -> dict[str, Any]:
+        """Restore the run from ``path``; the loaded state (for subclasses that keep more)."""
         assert self.agent is not None
         state = checkpoints.load_checkpoint(path, self.agent.device)
         self.agent.load_state_dict(state["agent"])
@@ -288,6 +289,7 @@ class BasicRLGraphManager(GraphManager):
         self.evaluations_done = gm["evaluations_done"]
         self.evaluation_history = [(int(s), float(v)) for s, v in gm["evaluation_history"]]
         self._collection_state = gm.get("collection")
+        return state
 
     def load_weights(self, path: str | Path) -> None:
         """Load only the online network of a checkpoint (for ``--evaluate``)."""

@@ -137,10 +137,8 @@ class TrackManiaGraphManager(BasicRLGraphManager):
         state["graph_manager"]["best_race_time_s"] = dict(self.race_log.best_race_time_s)
         return state
 
-    def load_checkpoint(self, path: str | Path) -> None:
-        super().load_checkpoint(path)
-        from rulka import checkpoints
-
-        gm = checkpoints.load_checkpoint(path)["graph_manager"]
-        self.race_log.load_state_dict(gm)
+    def load_checkpoint(self, path: str | Path) -> dict[str, Any]:
+        state = super().load_checkpoint(path)
+        self.race_log.load_state_dict(state["graph_manager"])
+        return state
 

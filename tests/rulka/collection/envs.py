@@ -88,3 +88,26 @@ def small_config(collectors: int = 0, envs_per_collector: int = 1, **performance
     for key, value in performance.items():
         setattr(config.performance, key, value)
     return config
+
+
+def make_graph_manager(**performance):
+    """A BasicRLGraphManager on the corridor with ``small_config`` (2 collectors unless told)."""
+    from agents.iqn_agent import IQNAgent
+    from rulka.graph_manager import BasicRLGraphManager
+
+    config = small_config(collectors=performance.pop("collectors", 2), **performance)
+    return BasicRLGraphManager(IQNAgent, config, env_factory=corridor_factory).create(None, "cpu", 0)
+
+
+def record_sources(graph_manager):
+    """Spy on ``graph_manager.ingest``: the set of rollout sources and the list of their policy stamps."""
+    sources, lags = set(), []
+    ingest = graph_manager.ingest
+
+    def spy(rollout):
+        sources.add(rollout.source)
+        lags.append(rollout.policy_updates)
+        ingest(rollout)
+
+    graph_manager.ingest = spy
+    return sources, lags

@@ -6,33 +6,13 @@ import time
 
 import pytest
 
-from agents.iqn_agent import IQNAgent
-from rulka.graph_manager import BasicRLGraphManager
-from tests.rulka.collection.envs import corridor_factory, small_config
-
-
-def _graph_manager(**performance):
-    config = small_config(collectors=performance.pop("collectors", 2), **performance)
-    return BasicRLGraphManager(IQNAgent, config, env_factory=corridor_factory).create(None, "cpu", 0)
-
-
-def _record_sources(graph_manager):
-    sources, lags = set(), []
-    ingest = graph_manager.ingest
-
-    def spy(rollout):
-        sources.add(rollout.source)
-        lags.append(rollout.policy_updates)
-        ingest(rollout)
-
-    graph_manager.ingest = spy
-    return sources, lags
+from tests.rulka.collection.envs import make_graph_manager, record_sources
 
 
 def test_two_collectors_with_batched_environments_feed_one_learner():
     """2 collector processes x 2 environments: the learner stores both, trains, publishes; none is left."""
-    graph_manager = _graph_manager(envs_per_collector=2, send_shared_network_every_n_batches=2)
-    sources, lags = _record_sources(graph_manager)
+    graph_manager = make_graph_manager(envs_per_collector=2, send_shared_network_every_n_batches=2)
+    sources, lags = record_sources(graph_manager)
     summary = graph_manager.improve(1_500, show_progress=False)
     assert summary.env_steps >= 1_500 and summary.gradient_updates > 0
     assert {(s[0], s[2]) for s in sources} == {(0, 0), (0, 1), (1, 2), (1, 3)}  # collector, instance
@@ -48,7 +28,7 @@ def test_a_collector_that_raises_or_hangs_is_replaced_and_training_goes_on(fault
     monkeypatch.setenv("RULKA_TEST_FAULT", fault)
     monkeypatch.setenv("RULKA_TEST_FAULT_AT", "20")  # early: the run outlasts the timeout
     monkeypatch.setenv("RULKA_TEST_FAULT_MARKER", str(tmp_path / "fault_claimed"))
-    graph_manager = _graph_manager(collector_timeout_s=2.0)
+    graph_manager = make_graph_manager(collector_timeout_s=2.0)
     steps = 1_500 if fault == "raise" else 5_000  # a hang is noticed only after the timeout: run longer
     summary = graph_manager.improve(steps, show_progress=False)
     assert summary.env_steps >= steps and summary.gradient_updates > 0
@@ -62,7 +42,7 @@ def test_a_collector_that_raises_or_hangs_is_replaced_and_training_goes_on(fault
 @pytest.mark.reliability
 def test_a_collector_killed_mid_run_is_replaced_while_the_learner_trains():
     """SIGKILL one collector: a new collector process appears and gradient updates keep coming."""
-    graph_manager = _graph_manager(collector_timeout_s=30.0)
+    graph_manager = make_graph_manager(collector_timeout_s=30.0)
     done = threading.Event()
     thread = threading.Thread(target=lambda: (graph_manager.improve(4_000, show_progress=False), done.set()))
     thread.start()

@@ -14,7 +14,7 @@ from agents.iqn_agent import IQNAgent
 from rulka.config import ConfigError
 from rulka.collection.ray_collection import RayCollection
 from rulka.graph_manager import BasicRLGraphManager
-from tests.rulka.collection.envs import corridor_factory, small_config
+from tests.rulka.collection.envs import corridor_factory, make_graph_manager, record_sources, small_config
 
 
 @pytest.fixture(scope="module")
@@ -30,22 +30,13 @@ def ray():
 
 
 def _graph_manager(**performance):
-    config = small_config(collectors=performance.pop("collectors", 2), collector_backend="ray", **performance)
-    return BasicRLGraphManager(IQNAgent, config, env_factory=corridor_factory).create(None, "cpu", 0)
+    return make_graph_manager(collector_backend="ray", **performance)
 
 
 def test_two_actors_with_batched_environments_feed_one_learner(ray, monkeypatch):
     """2 actors x 2 environments: the learner stores both, trains, publishes through the object store; none is left."""
     graph_manager = _graph_manager(envs_per_collector=2, send_shared_network_every_n_batches=2)
-    sources, lags = set(), []
-    ingest = graph_manager.ingest
-
-    def spy(rollout):
-        sources.add(rollout.source)
-        lags.append(rollout.policy_updates)
-        ingest(rollout)
-
-    graph_manager.ingest = spy
+    sources, lags = record_sources(graph_manager)
     pids = []
     stop = RayCollection.stop
     monkeypatch.setattr(RayCollection, "stop", lambda self, **kw: (pids.extend(self.alive_pids()), stop(self, **kw)))
