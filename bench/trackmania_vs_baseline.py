@@ -1,7 +1,7 @@
 """Train trackmania_iqn_sim on several tracks and seeds for a wall-time budget each, and compare it
 with the classical driver, shipped and tuned (``rulka baseline --tune``).
 
-    python bench/trackmania_vs_baseline.py [--minutes 30] [--rows short:0,short:1,...] [--out DIR]
+    python bench/trackmania_vs_baseline.py [--minutes 30] [--rows short:0,short:1,...] [--out DIR] [-cp K=V ...]
     python bench/trackmania_vs_baseline.py --summarize RUN_DIR --track short --minutes 30
 
 Default rows: ``short`` with seeds 0, 1, 2, then ``medium``, ``technical``, ``procedural:1`` and
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from environments.trackmania.baseline import run_baseline, tune_baseline
+from rulka.config import apply_overrides
 from rulka.presets import load_graph_manager
 
 DEFAULT_ROWS = "short:0,short:1,short:2,medium:0,technical:0,procedural:1:0,procedural:2:0"
@@ -94,9 +95,11 @@ def references(track: str) -> References:
     return References(shipped.race_time_s if shipped.finished else math.inf, tuned.race_time_s, str(tuned.margins))
 
 
-def train(track: str, seed: int, minutes: float, run_dir: Path) -> None:
-    """trackmania_iqn_sim on ``track`` (every map-cycle entry) for ``minutes`` of wall time."""
+def train(track: str, seed: int, minutes: float, run_dir: Path, overrides: list[str]) -> None:
+    """trackmania_iqn_sim on ``track`` (every map-cycle entry) for ``minutes`` of wall time, with the
+    ``-cp SECTION.KEY=VALUE`` overrides of the command line."""
     graph_manager = load_graph_manager("trackmania_iqn_sim")
+    graph_manager.config = apply_overrides(graph_manager.config, [], overrides)
     for entry in graph_manager.config.map_cycle.entries:
         entry.map_path = entry.short_name = track
     graph_manager.create(run_dir, "cpu", seed)
@@ -151,6 +154,8 @@ def main() -> None:
     parser.add_argument("--summarize", metavar="RUN_DIR", default=None,
                         help="do not train: one row from an existing run's races.csv (with --track)")
     parser.add_argument("--track", default="short", help="the track of --summarize")
+    parser.add_argument("-cp", "--custom-parameter", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override a preset parameter as `rulka -cp` does, e.g. -cp performance.gpu_collectors_count=1")
     args = parser.parse_args()
 
     if args.summarize:
@@ -169,7 +174,7 @@ def main() -> None:
             print(f"{track}: shipped driver {cache[track].shipped_s:.2f} s, tuned driver {cache[track].tuned_s:.2f} s "
                   f"({cache[track].tuned_setting})", flush=True)
         run_dir = out / f"{track.replace(':', '_')}_seed{seed}"
-        train(track, seed, args.minutes, run_dir)
+        train(track, seed, args.minutes, run_dir, args.custom_parameter)
         refs = cache[track]
         table.append({"track": track, "seed": str(seed), "minutes": f"{args.minutes:g}",
                       "shipped (s)": f"{refs.shipped_s:.2f}", "tuned (s)": f"{refs.tuned_s:.2f}",
