@@ -8,7 +8,8 @@ from rulka import checkpoints
 from rulka.cli import load_run, main
 
 SMALL = ["-cp", "memory.memory_size_schedule=[[0, [3000, 300]]]", "-cp", "training.batch_size=16",
-         "-cp", "training.checkpoint_every_n_env_steps=0", "--device", "cpu", "--no-progress"]
+         "-cp", "training.checkpoint_every_n_env_steps=0", "--device", "cpu", "--no-progress",
+         "-cp", "performance.gpu_collectors_count=0", "-cp", "performance.envs_per_collector=1"]  # exact counters
 
 
 def test_sim_run_follows_the_map_cycle_and_resumes(tmp_path):
@@ -52,7 +53,7 @@ def test_two_collectors_race_a_two_map_cycle_with_one_environment_each(tmp_path)
 
     graph_manager = load_graph_manager("trackmania_iqn_sim")
     graph_manager.config = apply_overrides(graph_manager.config, overrides=[
-        "performance.gpu_collectors_count=2", "performance.rollout_chunk_actions=50",
+        "performance.gpu_collectors_count=2", "performance.envs_per_collector=1", "performance.rollout_chunk_actions=50",
         "memory.memory_size_schedule=[[0, [3000, 300]]]", "training.batch_size=16",
         "training.checkpoint_every_n_env_steps=0",
         "environment.cutoff_rollout_if_race_not_finished_within_duration_ms=5000",  # races of <= 100 actions
