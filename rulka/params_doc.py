@@ -120,6 +120,9 @@ def field_doc(owner: type, name: str) -> FieldDoc | None:
 # Walking a configuration
 # ---------------------------------------------------------------------------------------------
 
+_UNCHANGED = object()
+
+
 @dataclass(frozen=True)
 class ParameterRow:
     """One parameter of a configuration as ``rulka params`` shows it.
@@ -142,6 +145,8 @@ class ParameterRow:
     yaml_key: str = ""
     settable: bool = True
     note: str = ""
+    preset_value: Any = _UNCHANGED
+    """The value the preset itself sets, when ``--config`` or ``-cp`` changed it."""
 
     @property
     def section(self) -> str:
@@ -372,10 +377,11 @@ def format_text(rows: Iterable[ParameterRow], width: int = 100) -> str:
     for row in rows:
         value, default = format_value(row.value), format_value(row.default)
         head = f"{row.key} = {value}"
+        origin = [] if row.preset_value is _UNCHANGED else [f"preset {format_value(row.preset_value)}"]
         if row.derived:
-            head += "   (derived)"
-        elif value != default:
-            head += f"   (default {default})"
+            head += f"   ({', '.join(['derived', *origin])})"
+        elif value != default or origin:
+            head += f"   ({', '.join([*origin, f'default {default}'])})"
         out.append(head)
         facts = [f"type {row.type_name}"]
         if row.doc is not None and row.doc.unit:
@@ -430,9 +436,10 @@ def format_markdown(rows: list[ParameterRow], notes: dict[str, list[str]] | None
         out += [f"{hashes} `{section}`", ""]
         for paragraph in notes.get(section, []):
             out += [paragraph, ""]
-        out += ["| key | value | default | unit |", "|---|---|---|---|"]
+        out += ["| key | value | default (when different) | unit |", "|---|---|---|---|"]
         for row in members:
-            default = "derived" if row.derived else _cell(format_value(row.default))
+            value, default = format_value(row.value), format_value(row.default)
+            default = "derived" if row.derived else ("" if default == value else _cell(default))
             unit = row.doc.unit.replace("|", "\\|") if row.doc is not None else ""
             out.append(f"| [`{_display_key(row)}`](#{_anchor(row)}) | {_cell(format_value(row.value))} | {default} "
                        f"| {unit} |")
@@ -500,8 +507,12 @@ def preset_rows(preset: str, yaml_files: Iterable[str] = (), overrides: Iterable
     from rulka.config import apply_overrides
     from rulka.presets import load_graph_manager
 
-    graph_manager = load_graph_manager(preset)
-    return parameter_rows(apply_overrides(graph_manager.config, list(yaml_files), list(overrides)))
+    config = load_graph_manager(preset).config
+    rows = parameter_rows(apply_overrides(config, list(yaml_files), list(overrides)))
+    as_written = {row.key: row.value for row in parameter_rows(config)}
+    return [dataclasses.replace(row, preset_value=as_written[row.key])
+            if row.key in as_written and format_value(as_written[row.key]) != format_value(row.value) else row
+            for row in rows]
 
 
 def markdown_document(preset: str, command: str, also: Iterable[str] = ()) -> str:

@@ -149,8 +149,10 @@ def test_params_prints_effective_values_after_config_and_overrides(tmp_path, cap
     config.write_text("training:\n  n_steps: 5\n")
     assert main(["params", "cartpole_iqn", "--config", str(config), "-cp", "training.batch_size=256"]) == 0
     out = capsys.readouterr().out
-    assert "training.batch_size = 256   (default 512)\n    type int | unit transitions | valid: a positive int" in out
-    assert "training.n_steps = 5   (default 3)" in out
+    assert ("training.batch_size = 256   (preset 64, default 512)\n    type int | unit transitions | valid: a positive int"
+            in out)
+    assert "training.n_steps = 5   (preset 3, default 3)" in out
+    assert "training.gamma_schedule = [[0, 0.99]] (staircase)   (default [[0, 0.999]" in out
     assert "Transitions sampled from the replay memory for one gradient step." in out
     assert "training.lr_schedule = [[0, 0.001]] (staircase)   (default [[0, 0.001], [3000000, 5e-05]" in out
 
