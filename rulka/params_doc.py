@@ -352,6 +352,8 @@ def format_value(value: Any) -> str:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         inner = ", ".join(f"{f.name}: {format_value(getattr(value, f.name))}" for f in _public_fields(value))
         return "{" + inner + "}"
+    if isinstance(value, list) and value and all(_is_section(v) for v in value):
+        return f"{len(value)} entries (their fields are listed one by one)"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(format_value(v) for v in value) + "]"
     if isinstance(value, dict):

@@ -33,8 +33,8 @@ class MapCycleEntry:
     (progress, rewards and the points ahead are measured on it). The real game needs it; the
     simulator may use it as the track."""
     is_exploration: bool = True
-    """Race with the exploration policy (epsilon schedules); false races greedily, which is the
-    map's evaluation (its time is the one reported as the map's greedy time)."""
+    """Race with the exploration policy (epsilon schedules); false races greedily: the map's
+    evaluation race."""
     fill_buffer: bool = True
     """Store this race's transitions in the replay memory; false races without feeding the
     learner (e.g. an evaluation kept out of the data)."""
@@ -158,6 +158,8 @@ class TrackManiaExperimentConfig(ExperimentConfig):
         horizon = self.environment.temporal_mini_race_duration_actions
         return {
             "performance.gpu_collectors_count": "TrackMania's default is the guide's four game instances.",
+            "neural_network.vector_embedder_hidden_sizes": (
+                "Unused by TrackMania's network: its floats go through the float head (float_hidden_dim)."),
             "neural_network.dense_hidden_dimension": (
                 "The configuration guide's entry for this parameter says 1024; its default YAML and Linesight "
                 "use 512, which the presets follow."),
