@@ -14,7 +14,7 @@ from rulka import checkpoints
 from rulka.collection.processes import CollectorFailure
 from rulka.config import ConfigError, apply_dict, apply_overrides, load_yaml_file
 from rulka.graph_manager import BasicRLGraphManager
-from rulka.params_doc import add_params_command
+from rulka.params_command import add_params_command
 from rulka.presets import PresetError, available_presets, load_graph_manager
 from rulka.seeding import resolve_device
 

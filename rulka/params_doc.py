@@ -23,8 +23,8 @@ default inherits its base's documentation; one that documents the field again re
 properties of a section (``ms_per_action``) are listed as derived values, documented by their
 docstring in the same format.
 
-:func:`parameter_rows` walks a configuration; :func:`format_text` and :func:`format_markdown` render
-it (``rulka params PRESET``, ``docs/configuration.md``); :func:`undocumented` lists what lacks docs.
+:func:`parameter_rows` walks a configuration; :func:`undocumented` lists what lacks docs;
+:mod:`rulka.params_command` renders the rows (``rulka params PRESET``, ``docs/configuration.md``).
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ import textwrap
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Union
+from typing import Any, Iterator, Union
 
 from rulka.schedules import Schedule
 
@@ -147,6 +147,11 @@ class ParameterRow:
     note: str = ""
     preset_value: Any = _UNCHANGED
     """The value the preset itself sets, when ``--config`` or ``-cp`` changed it."""
+
+    @property
+    def changed_by_flags(self) -> bool:
+        """Whether ``--config`` or ``-cp`` changed the preset's value (then ``preset_value`` holds it)."""
+        return self.preset_value is not _UNCHANGED
 
     @property
     def section(self) -> str:
@@ -338,7 +343,7 @@ def _is_numeric(hint: Any) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# Rendering
+# Values and sections as text
 # ---------------------------------------------------------------------------------------------
 
 def format_value(value: Any) -> str:
@@ -373,190 +378,6 @@ def _number(step: Any) -> str:
     return f"{step:g}" if isinstance(step, float) else str(step)
 
 
-def format_text(rows: Iterable[ParameterRow], width: int = 100) -> str:
-    """The plain-text listing of ``rulka params``: one block per parameter."""
-    out: list[str] = []
-    for row in rows:
-        value, default = format_value(row.value), format_value(row.default)
-        head = f"{row.key} = {value}"
-        origin = [] if row.preset_value is _UNCHANGED else [f"preset {format_value(row.preset_value)}"]
-        if row.derived:
-            head += f"   ({', '.join(['derived', *origin])})"
-        elif value != default or origin:
-            head += f"   ({', '.join([*origin, f'default {default}'])})"
-        out.append(head)
-        facts = [f"type {row.type_name}"]
-        if row.doc is not None and row.doc.unit:
-            facts.append(f"unit {row.doc.unit}")
-        if row.valid and not row.derived:
-            facts.append(f"valid: {row.valid}")
-        if row.doc is not None and row.doc.range:
-            facts.append(f"typical: {row.doc.range}")
-        out.extend(_wrap(" | ".join(facts), width))
-        if row.yaml_key:
-            out.extend(_wrap(f"YAML key in the guide: {row.yaml_key}", width))
-        if not row.settable and not row.derived:
-            out.extend(_wrap(f"not reachable from YAML or -cp: the config routes section "
-                             f"'{row.key.split('.')[0]}' elsewhere; set it in the preset", width))
-        meaning = row.doc.meaning if row.doc is not None else "(undocumented)"
-        out.extend(_wrap(meaning, width))
-        if row.note:
-            out.extend(_wrap(row.note, width))
-        if row.doc is not None and row.doc.see:
-            out.extend(_wrap("see: " + ", ".join(row.doc.see), width))
-        out.append("")
-    return "\n".join(out)
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    return textwrap.wrap(text, width, initial_indent="    ", subsequent_indent="    ") or ["    "]
-
-
-def section_order(rows: list[ParameterRow]) -> list[str]:
-    """Sections in the order of the configuration's fields; a section that exists only as a YAML
-    alias (the guide's ``state_normalization``) comes right after the section its keys live in."""
-    order: list[str] = []
-    for row in rows:
-        home = row.key.split(".")[0]
-        if home not in order:
-            order.append(home)
-    for row in rows:
-        if row.section not in order:
-            order.insert(order.index(row.key.split(".")[0]) + 1, row.section)
-    return order
-
-
-def format_markdown(rows: list[ParameterRow], notes: dict[str, list[str]] | None = None,
-                    heading_level: int = 2) -> str:
-    """Markdown: one heading per section (as the guide lays them out), a summary table, then one
-    entry per parameter. ``notes`` adds paragraphs under a section's heading."""
-    notes = notes or {}
-    hashes = "#" * heading_level
-    out: list[str] = []
-    for section in section_order(rows):
-        members = [r for r in rows if r.section == section]
-        out += [f"{hashes} `{section}`", ""]
-        for paragraph in notes.get(section, []):
-            out += [paragraph, ""]
-        out += ["| key | value | default (when different) | unit |", "|---|---|---|---|"]
-        for row in members:
-            value, default = format_value(row.value), format_value(row.default)
-            default = "derived" if row.derived else ("" if default == value else _cell(default))
-            unit = row.doc.unit.replace("|", "\\|") if row.doc is not None else ""
-            out.append(f"| [`{_display_key(row)}`](#{_anchor(row)}) | {_cell(format_value(row.value))} | {default} "
-                       f"| {unit} |")
-        out.append("")
-        for row in members:
-            out += _markdown_entry(row, heading_level + 1)
-    return "\n".join(out).rstrip() + "\n"
-
-
-def _display_key(row: ParameterRow) -> str:
-    return row.yaml_key or row.key
-
-
-def _anchor(row: ParameterRow) -> str:
-    """The anchor GitHub gives the entry's heading ``` `key` ``` (lowercase; dots and brackets dropped)."""
-    return "".join(c for c in _display_key(row).lower() if c.isalnum() or c in "-_")
-
-
-def _markdown_entry(row: ParameterRow, level: int) -> list[str]:
-    doc = row.doc
-    facts = [f"type `{row.type_name}`"]
-    if row.derived:
-        facts.append(f"derived, read-only: `{_code(format_value(row.value))}` here")
-    else:
-        facts.append(f"default `{_code(format_value(row.default))}`")
-        if format_value(row.value) != format_value(row.default):
-            facts.append(f"this preset: `{_code(format_value(row.value))}`")
-    if doc is not None and doc.unit:
-        facts.append(f"unit: {doc.unit}")
-    if row.valid and not row.derived:
-        facts.append(f"valid: {row.valid}")
-    if doc is not None and doc.range:
-        facts.append(f"typical: {doc.range}")
-    lines = [f"{'#' * level} `{_display_key(row)}`", "", " · ".join(facts) + "  "]
-    if row.yaml_key:
-        lines.append(f"Lives in `{row.key}`; the guide's YAML key `{row.yaml_key}` is read into it.  ")
-    if not row.settable and not row.derived:
-        lines.append(f"Not reachable from YAML or `-cp` in this configuration (section `{row.key.split('.')[0]}` is "
-                     f"routed elsewhere): set it in the preset.  ")
-    lines.append(doc.meaning if doc is not None else "(undocumented)")
-    if row.note:
-        lines += ["", row.note]
-    if doc is not None and doc.see:
-        lines += ["", "Interacts with: " + ", ".join(f"`{s}`" for s in doc.see) + "."]
-    lines.append("")
-    return lines
-
-
-def _cell(text: str) -> str:
-    text = text.replace("|", "\\|")
-    return f"`{text}`" if text else ""
-
-
-def _code(text: str) -> str:
-    return text.replace("`", "'")
-
-
-# ---------------------------------------------------------------------------------------------
-# The `rulka params` command
-# ---------------------------------------------------------------------------------------------
-
-def preset_rows(preset: str, yaml_files: Iterable[str] = (), overrides: Iterable[str] = ()) -> list[ParameterRow]:
-    """The rows of a preset's configuration after ``--config`` files and ``-cp`` overrides, as
-    training would use it (values are checked the same way)."""
-    from rulka.config import apply_overrides
-    from rulka.presets import load_graph_manager
-
-    config = load_graph_manager(preset).config
-    rows = parameter_rows(apply_overrides(config, list(yaml_files), list(overrides)))
-    as_written = {row.key: row.value for row in parameter_rows(config)}
-    return [dataclasses.replace(row, preset_value=as_written[row.key])
-            if row.key in as_written and format_value(as_written[row.key]) != format_value(row.value) else row
-            for row in rows]
-
-
-def markdown_document(preset: str, command: str, also: Iterable[str] = ()) -> str:
-    """The whole configuration reference of ``preset`` (``docs/configuration.md``), plus the
-    sections of the ``also`` presets that hold parameters ``preset`` does not have."""
-    from rulka.presets import load_graph_manager
-
-    config = load_graph_manager(preset).config
-    rows = parameter_rows(config)
-    out = [f"# Configuration reference: `{preset}`", "",
-           f"Generated from the docstrings of the parameter dataclasses by `{command}`. Do not edit by hand: "
-           "change the docstring next to the field and run the command again (a test fails while this file "
-           "is stale).", "",
-           "Every parameter of the preset, section by section as the configuration guide lays them out. For each: "
-           "its type and default (from the dataclass), the value in this preset when it differs, its unit, the "
-           "values the loader accepts (*valid*, checked before any work), the range that usually works "
-           "(*typical*), what it means and trades off, and what it interacts with. *Derived* values are computed "
-           "from others and cannot be set.", "",
-           "Set a parameter in a YAML file (`rulka -p PRESET --config my.yaml`, sections as below) or on the "
-           "command line (`-cp training.batch_size=256`, the value written in YAML). See the values a run would "
-           "use with the same flags: `rulka params PRESET --config my.yaml -cp training.batch_size=256`.", "",
-           "Schedules are written `[[step, value], ...]` with their interpolation (linear, exponential = "
-           "geometric, staircase); unless a schedule names another counter, its steps count environment steps "
-           "(actions played by all collectors together), scaled by `training.global_schedule_speed`.", ""]
-    routes: dict[str, str] = getattr(type(config), "yaml_routes", {})
-    if routes:
-        moved = ", ".join(f"`{src}` into `{dst}`" for src, dst in routes.items())
-        out += [f"This configuration reads the guide's YAML keys where they live: {moved}. A key is listed "
-                "under the guide's section; its entry says where it lives.", ""]
-    out.append(format_markdown(rows, section_intros(config)))
-    seen = {(row.key, row.doc) for row in rows}
-    for other in also:
-        extra = [row for row in parameter_rows(load_graph_manager(other).config) if (row.key, row.doc) not in seen]
-        if not extra:
-            continue
-        seen.update((row.key, row.doc) for row in extra)
-        out += [f"# Other sections: `{other}`", "",
-                f"Parameters of the preset `{other}` that `{preset}` does not have, with that preset's values.", "",
-                format_markdown(extra, section_intros(load_graph_manager(other).config))]
-    return "\n".join(out).rstrip() + "\n"
-
-
 def section_intros(config: Any) -> dict[str, list[str]]:
     """The docstring of each section's class, as the paragraphs that open its part of the document."""
     intros: dict[str, list[str]] = {}
@@ -566,62 +387,3 @@ def section_intros(config: Any) -> dict[str, list[str]]:
         if doc:
             intros[f.name] = [" ".join(p.split()).replace("``", "`") for p in doc.split("\n\n")]
     return intros
-
-
-#: Where the repository's configuration reference lives (relative to the repository root).
-DOC_PATH = "docs/configuration.md"
-
-
-def markdown_command(preset: str, also: Iterable[str] = ()) -> str:
-    """The command that writes the reference of ``preset`` to :data:`DOC_PATH` (named in its header)."""
-    return " ".join(["rulka params", preset, *(f"--also {a}" for a in also), "--markdown", "--out", DOC_PATH])
-
-
-def add_params_command(subparsers: Any) -> None:
-    """Register ``rulka params`` (a core command: it knows presets, not environments)."""
-    parser = subparsers.add_parser(
-        "params", help="list every parameter of a preset: value, default, type, unit and documentation",
-        description="List every parameter of a preset's configuration, after --config files and -cp overrides "
-                    "(the values a run would use), with its default, type, unit, valid and typical range, "
-                    "meaning and interactions.")
-    parser.add_argument("preset", help="preset name (rulka -l lists them) or path to a preset .py file")
-    parser.add_argument("keys", nargs="*", metavar="KEY",
-                        help="only the parameters whose key contains one of these texts (e.g. batch_size, memory.)")
-    parser.add_argument("--config", dest="params_config", action="append", default=[], metavar="FILE.yaml",
-                        help="YAML file applied to the preset, as when training (repeatable, in order)")
-    parser.add_argument("-cp", "--custom-parameter", dest="params_overrides", action="append", default=[],
-                        metavar="SECTION.KEY=VALUE", help="override one parameter, as when training (repeatable)")
-    parser.add_argument("--markdown", action="store_true",
-                        help="write the Markdown reference (docs/configuration.md) instead of the text listing")
-    parser.add_argument("--also", action="append", default=[], metavar="PRESET",
-                        help="with --markdown: append the sections of another preset that this one lacks")
-    parser.add_argument("--out", metavar="FILE", help="write to FILE instead of standard output")
-    parser.set_defaults(func=run_params_command)
-
-
-def run_params_command(args: Any) -> int:
-    """``rulka params``: print (or write) the listing; errors are ConfigError, shown by the CLI."""
-    from pathlib import Path
-
-    from rulka.config import ConfigError
-
-    yaml_files = [*getattr(args, "config", []), *args.params_config]
-    overrides = [*getattr(args, "custom_parameter", []), *args.params_overrides]
-    if args.markdown:
-        if yaml_files or overrides or args.keys:
-            raise ConfigError("rulka params --markdown documents a preset as written; drop --config, -cp and KEY "
-                              "(use the text listing to see effective values)")
-        text = markdown_document(args.preset, markdown_command(args.preset, args.also), args.also)
-    else:
-        rows = preset_rows(args.preset, yaml_files, overrides)
-        if args.keys:
-            rows = [row for row in rows if any(k in row.key or k in row.yaml_key for k in args.keys)]
-            if not rows:
-                raise ConfigError(f"no parameter of {args.preset} matches {', '.join(args.keys)}; "
-                                  f"rulka params {args.preset} lists them all")
-        text = format_text(rows)
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-    else:
-        print(text, end="" if text.endswith("\n") else "\n")
-    return 0

@@ -1,25 +1,18 @@
-"""rulka/params_doc.py and `rulka params`: every parameter documents itself next to its field, the
-command lists a preset's effective values with those docs, and docs/configuration.md is current."""
+"""rulka/params_doc.py: every parameter documents itself in a docstring next to its field (meaning,
+unit, typical range, interactions), and walking a configuration finds it with its value and default."""
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
 
 import pytest
 
 import rulka.parameters as core_parameters
-from rulka.cli import main
 from rulka.config import apply_dict
-from rulka.params_doc import (DOC_PATH, DocFormatError, FieldDoc, field_doc, format_text, markdown_command,
-                              markdown_document, parameter_rows, parse_doc, preset_rows, undocumented)
+from rulka.params_doc import DocFormatError, FieldDoc, field_doc, parameter_rows, parse_doc, undocumented
 from rulka.presets import available_presets, load_graph_manager
 from rulka.schedules import Schedule
-
-ROOT = Path(__file__).resolve().parents[2]
-#: The preset docs/configuration.md documents, and the presets whose extra sections it appends.
-DOC_PRESET, DOC_ALSO = "trackmania_iqn_uni", ["cartpole_iqn"]
 
 
 @pytest.fixture(scope="module")
@@ -143,74 +136,9 @@ def test_rows_hold_values_defaults_types_and_derived_values(preset_configs):
     assert tm_rows["environment.W_downsized"].yaml_key == "neural_network.W_downsized"
 
 
-def test_params_prints_effective_values_after_config_and_overrides(tmp_path, capsys):
-    """`rulka params` applies --config then -cp as training does, and shows value, default, unit and docs."""
-    config = tmp_path / "c.yaml"
-    config.write_text("training:\n  n_steps: 5\n")
-    assert main(["params", "cartpole_iqn", "--config", str(config), "-cp", "training.batch_size=256"]) == 0
-    out = capsys.readouterr().out
-    assert ("training.batch_size = 256   (preset 64, default 512)\n    type int | unit transitions | valid: a positive int"
-            in out)
-    assert "training.n_steps = 5   (preset 3, default 3)" in out
-    assert "training.gamma_schedule = [[0, 0.99]] (staircase)   (default [[0, 0.999]" in out
-    assert "Transitions sampled from the replay memory for one gradient step." in out
-    assert "training.lr_schedule = [[0, 0.001]] (staircase)   (default [[0, 0.001], [3000000, 5e-05]" in out
-
-
-def test_params_filters_keys(capsys):
-    """KEY arguments keep only the parameters whose key contains one of them."""
-    assert main(["params", "cartpole_iqn", "iqn_k", "prio_alpha"]) == 0
-    keys = [line.split(" = ")[0] for line in capsys.readouterr().out.splitlines() if " = " in line
-            and not line.startswith(" ")]
-    assert keys == ["neural_network.iqn_k", "neural_network.iqn_kappa", "memory.prio_alpha"]
-
-
-@pytest.mark.reliability
-def test_params_refuses_bad_override_and_unknown_key(capsys):
-    """A value out of range is refused as training refuses it; a KEY that matches nothing says so."""
-    assert main(["params", "cartpole_iqn", "-cp", "training.batch_size=-5"]) == 2
-    assert "training.batch_size: must be a positive int, got -5" in capsys.readouterr().err
-    assert main(["params", "cartpole_iqn", "batch_sise"]) == 2
-    assert "no parameter of cartpole_iqn matches batch_sise" in capsys.readouterr().err
-
-
-def test_text_listing_marks_parameters_no_yaml_key_reaches(preset_configs):
-    """TrackMania routes the YAML `rewards` section into `environment`: the generic reward filters
-    cannot be set from YAML there, and the listing says so instead of suggesting a key that fails."""
-    rows = [r for r in parameter_rows(preset_configs["trackmania_iqn_uni"]) if r.key == "rewards.reward_scale"]
-    assert not rows[0].settable
-    assert "not reachable from YAML or -cp" in format_text(rows)
-
-
-def test_configuration_doc_is_current():
-    """docs/configuration.md is what the command in its header writes today."""
-    expected = markdown_document(DOC_PRESET, markdown_command(DOC_PRESET, DOC_ALSO), DOC_ALSO)
-    path = ROOT / DOC_PATH
-    current = path.read_text(encoding="utf-8") if path.is_file() else ""
-    assert current == expected, f"{DOC_PATH} is stale: run `{markdown_command(DOC_PRESET, DOC_ALSO)}`"
-
-
-def test_markdown_command_writes_the_document(tmp_path, capsys):
-    """`rulka params PRESET --markdown --out FILE` writes the reference; flags that would change the
-    values are refused, since the document describes the preset as written."""
-    out = tmp_path / "c.md"
-    assert main(["params", "cartpole_iqn", "--markdown", "--out", str(out)]) == 0
-    text = out.read_text()
-    assert text.startswith("# Configuration reference: `cartpole_iqn`")
-    assert "### `training.batch_size`" in text and "| [`training.batch_size`](#trainingbatch_size) | `64` | `512` |" in text
-    assert main(["params", "cartpole_iqn", "--markdown", "-cp", "training.batch_size=3"]) == 2
-    assert "drop --config, -cp and KEY" in capsys.readouterr().err
-
-
 def test_schedule_values_are_printed_with_interpolation_and_counter():
     """Schedules print their knots and interpolation, and the counter when it is not env_steps."""
     from rulka.params_doc import format_value
 
     assert format_value(Schedule([(0, 1.0), (10, 0.5)], "linear", "episodes")) == "[[0, 1.0], [10, 0.5]] (linear, episodes)"
     assert format_value(Schedule([(0, (5, 2))], "staircase")) == "[[0, [5, 2]]] (staircase)"
-
-
-def test_preset_rows_accepts_overrides():
-    """preset_rows is the programmatic form of `rulka params`."""
-    rows = {r.key: r for r in preset_rows("cartpole_iqn", overrides=["memory.prio_alpha=0.5"])}
-    assert rows["memory.prio_alpha"].value == 0.5
