@@ -14,6 +14,7 @@ from rulka import checkpoints
 from rulka.collection.processes import CollectorFailure
 from rulka.config import ConfigError, apply_dict, apply_overrides, load_yaml_file
 from rulka.graph_manager import BasicRLGraphManager
+from rulka.params_command import add_params_command
 from rulka.presets import PresetError, available_presets, load_graph_manager
 from rulka.seeding import resolve_device
 
@@ -28,6 +29,7 @@ examples:
   rulka -p my_preset.py --config cfg.yaml -cp training.batch_size=256
   rulka --resume experiments/my_run --max-steps 200000
   rulka -p cartpole_iqn --evaluate experiments/my_run/checkpoints/best.pt
+  rulka params cartpole_iqn -cp training.batch_size=256   every parameter: value, default, unit, docs
 """
 
 
@@ -56,12 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with performance.collector_backend: ray, the Ray cluster to join: auto (the cluster this "
                              "machine joined with ray start) or HOST:PORT; default none = a local Ray instance")
     subparsers = parser.add_subparsers(dest="command", title="tool commands", metavar="COMMAND")
+    add_params_command(subparsers)
     _register_tool_commands(subparsers)
     return parser
 
 
 def _register_tool_commands(subparsers: argparse._SubParsersAction) -> None:
-    """Tool subcommands come from the ``rulka.commands`` entry points (setup.cfg): the core knows none."""
+    """Tool subcommands come from the ``rulka.commands`` entry points (setup.cfg): the core's own
+    command is only ``params``."""
     from importlib.metadata import entry_points
 
     for entry_point in sorted(entry_points(group="rulka.commands"), key=lambda e: e.name):

@@ -24,16 +24,26 @@ class MapCycleEntry:
     """One entry of the TrackMania map cycle."""
 
     short_name: str = "map"
-    #: The map: a built-in or procedural track name or a line ``.npy`` (simulator), a ``.Challenge.Gbx`` (game).
+    """Name of the map in logs, TensorBoard and ``races.csv`` (e.g. ``hock``, ``A01``)."""
     map_path: str = ""
-    #: The reference line ``.npy`` of the map (the real game needs it; the simulator can take it as the track).
+    """The map to race: for the simulator a built-in or procedural track name or a reference line
+    ``.npy``; for the real game a ``.Challenge.Gbx`` file (as the game finds it)."""
     reference_line_path: str = ""
-    #: Race with the exploration policy (else greedily: the map's evaluation).
+    """The map's reference line, an (N, 3) ``.npy`` of points about 0.5 m apart along the road
+    (progress, rewards and the points ahead are measured on it). The real game needs it; the
+    simulator may use it as the track."""
     is_exploration: bool = True
-    #: Store this race's transitions in the replay memory.
+    """Race with the exploration policy (epsilon schedules); false races greedily: the map's
+    evaluation race."""
     fill_buffer: bool = True
-    #: Consecutive races of this entry per cycle.
+    """Store this race's transitions in the replay memory; false races without feeding the
+    learner (e.g. an evaluation kept out of the data)."""
     repeat: int = 1
+    """Consecutive races of this entry in each pass through the cycle; 0 skips it. The guide's
+    pattern is 4 exploration races then 1 greedy race per map.
+
+    Unit: races | Range: 0-10
+    """
 
 
 @dataclass
@@ -44,11 +54,15 @@ class MapCycleParameters:
     """
 
     entries: list[MapCycleEntry] = field(default_factory=list)
+    """The cycle, raced in order and then again; each entry is a map with its reference line, its
+    mode (exploration or greedy), whether it feeds the memory, and how many races in a row. Several
+    maps in a cycle train one agent on all of them. In YAML: a list of mappings with the keys below."""
 
 
 @dataclass
 class TrackManiaPerformanceParameters(PerformanceParameters):
-    #: Game instances, one per collector process (the guide's default).
+    """The ``performance`` section with the guide's default of four game instances."""
+
     gpu_collectors_count: int = 4
 
 
@@ -56,9 +70,13 @@ class TrackManiaPerformanceParameters(PerformanceParameters):
 class TrackManiaNeuralNetworkParameters(NeuralNetworkParameters):
     """Linesight's network: conv image head, float head, cosine quantile embedding, dueling heads."""
 
-    #: Width of the two layers of the float head.
     float_hidden_dim: int = 256
-    #: Hidden width of the dueling advantage and value heads (Linesight: 512).
+    """Width of the two layers of the float head, the MLP that embeds the float observation before
+    it joins the image features. Wider adds capacity and cost; the simulator preset uses 128 to
+    train on a CPU.
+
+    Unit: units | Range: 128-512 | See: environment.float_input_dim, neural_network.dense_hidden_dimension
+    """
     dense_hidden_dimension: int = 512
 
 
@@ -67,18 +85,39 @@ class TrackManiaTrainingParameters(TrainingParameters):
     """Training section with the mini-race sampling parameters."""
 
     run_name: str = "uni"
-    #: Clock draw range starts at -oversample_long_term_steps + oversample_maximum_term_steps.
     oversample_long_term_steps: int = 40
-    #: Shift after abs() and extra width of the clock draw range.
+    """Makes early mini-race clock times (many actions left) more likely. The clock of each sampled
+    transition is drawn in ``[-oversample_long_term_steps + oversample_maximum_term_steps,
+    horizon + oversample_maximum_term_steps)``, folded by abs(), shifted down by
+    ``oversample_maximum_term_steps`` and clipped at 0: at the defaults the times 1-35 are drawn
+    about twice as often as the others. Long-horizon samples carry most of the value to learn.
+
+    Unit: actions | Range: 20-60 | See: training.oversample_maximum_term_steps, environment.temporal_mini_race_duration_actions
+    """
     oversample_maximum_term_steps: int = 5
-    #: PER priorities are only updated for samples whose mini-race clock is below this, actions
-    #: (None: temporal_mini_race_duration_actions - 40).
+    """Shift after abs() and extra width of the clock draw above (see ``oversample_long_term_steps``):
+    it keeps the last clock times of the mini-race reachable after the shift and makes clock 0 a
+    little more likely (the clipped values).
+
+    Unit: actions | Range: 1-10 | See: training.oversample_long_term_steps
+    """
     min_horizon_to_update_priority_actions: Optional[int] = None
-    #: Linesight's loss scaling: each sample's loss is multiplied by typical_clamped_self_loss /
-    #: clamped spread, the spread (sqrt of the target's self loss) clamped below at
-    #: typical_self_loss / this ratio (both running means, initial 0.01). 0 disables the scaling.
+    """With prioritised replay, a sample's priority is updated only when its mini-race clock is below
+    this: samples close to the mini-race end have small, noisy targets that would mislead the
+    priorities. None computes it as ``temporal_mini_race_duration_actions - 40`` (at least 40 actions
+    left). No effect while ``prio_alpha`` is 0.
+
+    Unit: actions | Range: None, or 60%-90% of the mini-race | See: memory.prio_alpha, environment.temporal_mini_race_duration_actions
+    """
     target_self_loss_clamp_ratio: float = 4.0
-    #: The map cycle's greedy entries are the evaluation; no separate evaluation episodes.
+    """Linesight's per-sample loss scaling: each sample's loss is multiplied by
+    ``typical_clamped_spread / clamped spread``, where the spread is the square root of the target
+    distribution's loss against itself, clamped below at ``typical_spread / ratio`` (both typical
+    values are running means, starting at 0.01). Samples with wide return distributions then weigh
+    less. 0 disables the scaling.
+
+    Unit: ratio | Range: 0 (off), 2-8 | See: neural_network.iqn_kappa, neural_network.clip_grad_norm
+    """
     evaluate_every_n_env_steps: int = 0
     checkpoint_every_n_env_steps: int = 50_000
     max_env_steps: int = 50_000_000
@@ -86,10 +125,14 @@ class TrackManiaTrainingParameters(TrainingParameters):
 
 @dataclass
 class TrackManiaMemoryParameters(MemoryParameters):
+    """The ``memory`` section with a held-out test buffer and frames kept out of checkpoints."""
+
     buffer_test_ratio: float = 0.05
-    #: Frames make the memory large (about 1 GB at 50k transitions): not saved by default; a
-    #: resumed run refills it with its current policy before learning again.
     save_memory_in_checkpoint: bool = False
+
+
+_GENERIC_REWARDS_NOTE = ("TrackMania's rewards are the environment's (constant_reward_per_ms, "
+                         "reward_per_m_advanced_along_centerline); this generic reward filter stays at its default.")
 
 
 @dataclass
@@ -102,12 +145,37 @@ class TrackManiaExperimentConfig(ExperimentConfig):
     map_cycle: MapCycleParameters = field(default_factory=lambda: MapCycleParameters([
         MapCycleEntry("short", "short", "", True, True, 4), MapCycleEntry("short", "short", "", False, True, 1)]))
 
-    yaml_routes = {
+    yaml_routes = {  # the guide's keys that live in the environment section
         "rewards": "environment",
         "state_normalization": "environment",
         "neural_network.W_downsized": "environment.W_downsized",
         "neural_network.H_downsized": "environment.H_downsized",
     }
+
+    def parameter_notes(self) -> dict[str, str]:
+        """Why TrackMania's defaults differ from the core's, and values computed from other
+        sections, shown by ``rulka params`` (documentation only)."""
+        horizon = self.environment.temporal_mini_race_duration_actions
+        return {
+            "performance.gpu_collectors_count": "TrackMania's default is the guide's four game instances.",
+            "neural_network.vector_embedder_hidden_sizes": (
+                "Unused by TrackMania's network: its floats go through the float head (float_hidden_dim)."),
+            "neural_network.dense_hidden_dimension": (
+                "The configuration guide's entry for this parameter says 1024; its default YAML and Linesight "
+                "use 512, which the presets follow."),
+            "training.evaluate_every_n_env_steps": (
+                "Off by default for TrackMania: the map cycle's greedy entries (is_exploration: false) are "
+                "the evaluation."),
+            "training.min_horizon_to_update_priority_actions": (
+                f"In effect here: {self.min_horizon_to_update_priority_actions} actions "
+                f"(mini-race horizon {horizon} actions)."),
+            "memory.buffer_test_ratio": "TrackMania keeps 5 % of its races out of training, as Linesight.",
+            "memory.save_memory_in_checkpoint": (
+                "Off by default for TrackMania: frames make the memory large (about 1 GB per 50k transitions "
+                "at 160 x 120); a resumed run refills it with its current policy before learning again."),
+            "rewards.reward_scale": _GENERIC_REWARDS_NOTE,
+            "rewards.reward_clip": _GENERIC_REWARDS_NOTE,
+        }
 
     # What the TrackMania agent needs to know about the environment, read by name (agents/ imports
     # nothing from environments/).
