@@ -1,6 +1,7 @@
 """The guides' code runs: every block of docs/*.md (except the generated configuration.md and
 reliability.md) is run by tests/docs/guide_runner.py, each guide in its own process, with tiny budgets:
-600 environment steps per ``rulka -p`` command, learning from the 300th (so updates happen too)."""
+600 environment steps per ``rulka -p`` command, learning from the 300th (so updates happen too), one torch
+thread (the machine is shared)."""
 import os
 import subprocess
 import sys
@@ -14,7 +15,8 @@ from guide_runner import COMMAND, EXCERPT_TAG, FILE_TAG, blocks  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 GENERATED = {"configuration.md", "reliability.md"}
 GUIDES = sorted(p.name for p in (ROOT / "docs").glob("*.md") if p.name not in GENERATED)
-TINY = ["--max-steps", "600", "-cp", "memory.memory_size_schedule=[[0, [5000, 300]]]"]
+TINY = ["--max-steps", "600", "-cp", "memory.memory_size_schedule=[[0, [5000, 300]]]",
+        "-cp", "performance.torch_num_threads=1"]
 
 
 def test_the_extension_guides_are_all_here():
