@@ -20,3 +20,8 @@ def test_preset_reaches_its_threshold(preset):
         f"{preset}: best evaluation {summary.best_evaluation} < {validation.min_reward_threshold} "
         f"after {summary.env_steps} env steps; history {graph_manager.evaluation_history}")
     assert summary.env_steps <= validation.max_env_steps
+
+
+def test_cartpole_qr_dqn_is_a_golden_preset():
+    """The QR-DQN preset of docs/new_agent.md keeps its golden run (dropping test=True would skip it silently)."""
+    assert "cartpole_qr_dqn" in GOLDEN
