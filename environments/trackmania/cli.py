@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from environments.trackmania.record import ANIMATION_STRIDE, CAMERA_HEIGHT, CAMERA_WIDTH
 from environments.trackmania.tracks import BUILTIN_TRACK_NAMES, DEFAULT_TRACK
 
 _TRACK_HELP = (f"track: {', '.join(BUILTIN_TRACK_NAMES)} (default {DEFAULT_TRACK}), procedural:SEED, loop:SEED, "
@@ -57,12 +58,14 @@ def _record_best_run(args: argparse.Namespace) -> int:
     import time
 
     from environments.trackmania.race_replay import ReplayError
-    from environments.trackmania.record import CAMERA_HEIGHT, CAMERA_WIDTH, record_best_run
+    from environments.trackmania.record import record_best_run
 
     start = time.perf_counter()
     try:
+        width, _, height = args.camera_size.partition("x")
         result = record_best_run(args.best_run, args.out, driver=args.driver, run_seed=args.run_seed,
-                                 animation_suffix=f".{args.format}")
+                                 animation_suffix=f".{args.format}", stride=args.stride,
+                                 camera_size=(int(width), int(height)))
     except ReplayError as error:
         print(f"rulka record: {error}")
         return 2
@@ -72,7 +75,7 @@ def _record_best_run(args: argparse.Namespace) -> int:
     print(f"replayed the best run (reset seed {result.reset_seed}): {result.race_time_s:.2f} s as saved{driver}")
     for path in written:
         print(f"wrote {path} ({path.stat().st_size / 1024:.0f} kB)")
-    print(f"took {time.perf_counter() - start:.1f} s (replay rendering the {CAMERA_WIDTH} x {CAMERA_HEIGHT} camera "
+    print(f"took {time.perf_counter() - start:.1f} s (replay rendering the {args.camera_size} camera "
           f"{result.replay_s:.1f} s, pictures {pictures.seconds:.1f} s)")
     return 0
 
@@ -85,6 +88,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
     path = write_state_normalization_yaml(args.out, mean, std)
     print(f"wrote state_normalization ({len(mean)} floats, {n} samples) to {path}")
     return 0
+
+
+def _camera_size(text: str) -> str:
+    width, sep, height = text.partition("x")
+    if not (sep and width.isdigit() and height.isdigit() and int(width) >= 16 and int(height) >= 16):
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT in pixels, at least 16x16, e.g. 480x360; got {text!r}")
+    return text
 
 
 def register_commands(subparsers: "argparse._SubParsersAction") -> None:
@@ -112,6 +122,11 @@ def register_commands(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--run-seed", type=int, default=0,
                    help="with --best-run: the training run's --seed (only for best runs saved without their seed)")
     p.add_argument("--format", choices=["webp", "gif"], default="webp", help="with --best-run: animation format")
+    p.add_argument("--camera-size", type=_camera_size, default=f"{CAMERA_WIDTH}x{CAMERA_HEIGHT}", metavar="WxH",
+                   help="with --best-run: the first-person view's size in pixels (the simulator renders it "
+                        "at this size; the network's frames are separate)")
+    p.add_argument("--stride", type=int, default=ANIMATION_STRIDE,
+                   help="with --best-run: one animation frame every this many actions (more for long races)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--camera", type=int, choices=[1, 2, 3], default=2, help="game_camera_number")
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many actions")

@@ -146,6 +146,16 @@ def draw_race_map(track: Track, agent: Trajectory, path: str | Path, driver: Tra
                   agent_label: str = "agent", driver_label: str = "classical driver", size_px: int = 900) -> Path:
     """PNG: the track from above with ``agent``'s trajectory coloured by speed (colour bar in km/h), the
     reference line (dashed grey) and, when given, ``driver``'s line (thin white, on top)."""
+    img, _ = race_map_image(track, agent, driver, agent_label, driver_label, size_px)
+    path = Path(path)
+    img.save(path)
+    return path
+
+
+def race_map_image(track: Track, agent: Trajectory, driver: Trajectory | None = None, agent_label: str = "agent",
+                   driver_label: str = "classical driver", size_px: int = 900) -> tuple[Image.Image, MapView]:
+    """The picture of :func:`draw_race_map` and its world -> pixel transform. The longer side of the
+    map is ``size_px``; a colour bar (110 px) is on the right and the legend (74 px) on top."""
     extra = [agent.positions[:, [0, 2]]] + ([driver.positions[:, [0, 2]]] if driver is not None else [])
     pts = np.concatenate([track.reference_line[:, [0, 2]]] + extra)
     span = pts.max(axis=0) - pts.min(axis=0) + track.road_width + 2 * MAP_MARGIN_M
@@ -175,9 +185,7 @@ def draw_race_map(track: Track, agent: Trajectory, path: str | Path, driver: Tra
     if driver is not None:
         draw.line([(490, y + 9), (530, y + 9)], fill=DRIVER_COLOR, width=2)
         draw.text((538, y), driver_label, fill=(255, 255, 255), font=font(15))
-    path = Path(path)
-    img.save(path)
-    return path
+    return img, view
 
 
 # ---------------------------------------------------------------------- speed along the track
@@ -287,16 +295,17 @@ def animation_frames(track: Track, trajectory: Trajectory, camera_frames: Sequen
         speed = float(trajectory.speeds_kmh[k])
         d.text((10, y0 + 2), f"{trajectory.race_time_ms[k] / 1000:6.2f} s", fill=(255, 255, 255), font=big)
         d.text((140, y0 + 2), f"{speed:4.0f} km/h", fill=(255, 255, 255), font=big)
-        bar_l, bar_r = 140, cam_w - 110
+        bar_l, bar_r = 140, 320
         d.rectangle([bar_l, y0 + 34, bar_r, y0 + 48], outline=(160, 160, 160))
         fill = int((bar_r - bar_l) * min(speed / top, 1.0))
         if fill > 0:
             d.rectangle([bar_l, y0 + 34, bar_l + fill, y0 + 48], fill=tuple(int(c) for c in speed_colors([speed], top)[0]))
         action = int(trajectory.actions[k - 1]) if k > 0 else None
-        _keys_panel(d, cam_w - 90, cam_h + 6, action)
+        _keys_panel(d, 340, cam_h + 6, action)
+        text_x = max(cam_w, 420) + 8
         if label:
-            d.text((cam_w + 8, cam_h + 8), label, fill=(255, 255, 255), font=small)
-        d.text((cam_w + 8, cam_h + 30), f"{float(trajectory.progress_m[k]):5.0f} m along the line", fill=(200, 200, 200),
+            d.text((text_x, cam_h + 8), label, fill=(255, 255, 255), font=small)
+        d.text((text_x, cam_h + 30), f"{float(trajectory.progress_m[k]):5.0f} m along the line", fill=(200, 200, 200),
                font=small)
         images.append(img)
     return images

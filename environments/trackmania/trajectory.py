@@ -25,8 +25,8 @@ class Trajectory:
     """One race, sampled at the start and after every action (T actions, T + 1 samples).
 
     Attributes:
-        positions: (T + 1, 3) float32 world x, y, z, m.
-        headings: (T + 1,) float32 yaw, rad (0 = +z, the renderer's convention).
+        positions: (T + 1, 3) float64 world x, y, z, m.
+        headings: (T + 1,) float64 yaw, rad (0 = +z, the renderer's convention).
         speeds_kmh: (T + 1,) float32 speed, km/h.
         race_time_ms: (T + 1,) int32 race time, ms.
         progress_m: (T + 1,) float32 distance driven along the reference line since the start, m.
@@ -97,7 +97,7 @@ def drive(env, choose: ActionSource | Sequence[int], seed: int | None, reset_opt
 
     def sample(info: dict) -> None:
         state = base.state
-        positions.append(np.asarray(state.position, dtype=np.float32))
+        positions.append(np.asarray(state.position, dtype=np.float64))
         headings.append(heading_of(state))
         speeds.append(info["speed_kmh"])
         times.append(info["race_time_ms"])
@@ -117,7 +117,7 @@ def drive(env, choose: ActionSource | Sequence[int], seed: int | None, reset_opt
         if terminated or truncated:
             break
     trajectory = Trajectory(
-        positions=np.stack(positions), headings=np.asarray(headings, np.float32),
+        positions=np.stack(positions), headings=np.asarray(headings, np.float64),
         speeds_kmh=np.asarray(speeds, np.float32), race_time_ms=np.asarray(times, np.int32),
         progress_m=np.asarray(progress, np.float32), actions=np.asarray(actions, np.int8),
         finished=bool(info["finished"]), end_reason=str(info["end_reason"]), track=str(info["track"]))
