@@ -179,7 +179,7 @@ def race_map_image(track: Track, agent: Trajectory, driver: Trajectory | None = 
     draw.text((10, 6), f"{track.name}: {agent_label}", fill=(255, 255, 255), font=f)
     y = 32
     draw.line([(12, y + 9), (52, y + 9)], fill=(250, 220, 0), width=5)
-    draw.text((60, y), "agent, coloured by speed", fill=(255, 255, 255), font=font(15))
+    draw.text((60, y), "trajectory, coloured by speed", fill=(255, 255, 255), font=font(15))
     _dashed(draw, [(300 + 4 * k, y + 9) for k in range(11)], REFERENCE_COLOR, 1, dash=2)
     draw.text((350, y), "reference line", fill=(255, 255, 255), font=font(15))
     if driver is not None:
@@ -299,7 +299,8 @@ def animation_frames(track: Track, trajectory: Trajectory, camera_frames: Sequen
         d.rectangle([bar_l, y0 + 34, bar_r, y0 + 48], outline=(160, 160, 160))
         fill = int((bar_r - bar_l) * min(speed / top, 1.0))
         if fill > 0:
-            d.rectangle([bar_l, y0 + 34, bar_l + fill, y0 + 48], fill=tuple(int(c) for c in speed_colors([speed], top)[0]))
+            color = tuple(int(c) for c in speed_colors([speed], top)[0])
+            d.rectangle([bar_l, y0 + 34, bar_l + fill, y0 + 48], fill=color)
         action = int(trajectory.actions[k - 1]) if k > 0 else None
         _keys_panel(d, 340, cam_h + 6, action)
         text_x = max(cam_w, 420) + 8

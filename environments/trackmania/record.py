@@ -1,5 +1,6 @@
 """Seeing an episode: an animated GIF of the agent's frames with a speed / action overlay, and a
-top-down PNG of the driven trajectory over the track (Pillow)."""
+top-down PNG of the driven trajectory over the track (Pillow); and the pictures of a race
+(:func:`write_race_pictures`), drawn for a saved best run by :func:`record_best_run`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,9 +19,6 @@ Policy = Callable[[dict[str, np.ndarray]], int]
 GIF_SCALE = 2
 #: Longest GIF written; longer episodes keep every k-th frame, frames.
 MAX_GIF_FRAMES = 1200
-#: Size of the longer side of the top-down PNG, pixels.
-MAP_SIZE_PX = 900
-MAP_MARGIN_PX = 30
 _INPUT_GLYPHS = {"accelerate": "^", "brake": "v", "left": "<", "right": ">"}
 
 
@@ -67,41 +65,18 @@ def _overlay_font():
 
 
 def draw_trajectory_png(track: Track, positions: np.ndarray, speeds_kmh: np.ndarray, path: str | Path) -> Path:
-    """Top-down PNG of ``track`` (road band, start green, finish red) with ``positions`` (T, 3) coloured by speed."""
-    line = track.reference_line
-    xz = line[:, [0, 2]]
-    pts = positions[:, [0, 2]] if len(positions) else xz[:1]
-    lo = np.minimum(xz.min(0), pts.min(0)) - track.road_width
-    hi = np.maximum(xz.max(0), pts.max(0)) + track.road_width
-    scale = (MAP_SIZE_PX - 2 * MAP_MARGIN_PX) / float(max(hi - lo))
-    size = ((hi - lo) * scale + 2 * MAP_MARGIN_PX).astype(int)
+    """Top-down PNG of ``track`` with ``positions`` (T, 3) coloured by ``speeds_kmh`` (T,) and a km/h
+    colour bar (:func:`~environments.trackmania.race_pictures.draw_race_map`)."""
+    from environments.trackmania.race_pictures import draw_race_map
+    from environments.trackmania.trajectory import Trajectory
 
-    def px(p: np.ndarray) -> list[tuple[float, float]]:
-        q = (p - lo) * scale + MAP_MARGIN_PX
-        return [(float(a), float(size[1] - b)) for a, b in q]  # z up on the image
-
-    img = Image.new("RGB", (int(size[0]), int(size[1])), (30, 60, 30))
-    draw = ImageDraw.Draw(img)
-    road_px = max(2, int(track.road_width * scale))
-    draw.line(px(xz[::2]), fill=(110, 110, 110), width=road_px, joint="curve")
-    draw.line(px(xz[::2]), fill=(200, 200, 200), width=1)
-    for cp in track.checkpoint_positions:
-        (cx, cy), = px(cp[None, [0, 2]])
-        draw.ellipse([cx - 4, cy - 4, cx + 4, cy + 4], outline=(80, 160, 255), width=2)
-    for pos, color in ((xz[0], (0, 220, 0)), (xz[-1], (230, 0, 0))):
-        (cx, cy), = px(pos[None])
-        draw.ellipse([cx - 6, cy - 6, cx + 6, cy + 6], fill=color)
-    if len(positions) > 1:
-        v = np.asarray(speeds_kmh, dtype=np.float64)
-        t = np.clip(v / max(float(v.max()), 1.0), 0, 1)
-        p = px(pts)
-        for k in range(len(p) - 1):
-            c = (int(255 * t[k]), int(80 + 100 * (1 - abs(2 * t[k] - 1))), int(255 * (1 - t[k])))
-            draw.line([p[k], p[k + 1]], fill=c, width=3)
-    draw.text((8, 8), f"{track.name}: {track.length_m:.0f} m (blue slow -> red fast)", fill=(255, 255, 255))
-    path = Path(path)
-    img.save(path)
-    return path
+    n = len(positions)
+    trajectory = Trajectory(positions=np.asarray(positions, np.float64).reshape(n, 3),
+                            headings=np.zeros(n), speeds_kmh=np.asarray(speeds_kmh, np.float32),
+                            race_time_ms=np.zeros(n, np.int32), progress_m=np.zeros(n, np.float32),
+                            actions=np.zeros(max(n - 1, 0), np.int8), finished=False, end_reason="",
+                            track=track.name)
+    return draw_race_map(track, trajectory, path, agent_label=f"{track.length_m:.0f} m")
 
 
 def write_gif(frames: list[np.ndarray], overlays: list[tuple[float, int | None, int]], path: str | Path,
