@@ -129,24 +129,26 @@ class RaceLog:
         reset_seed = episode.spec.seed
         if reset_seed is None and self.pictures is not None and number is not None:
             reset_seed = episode_seed(self.pictures.run_seed, race.instance, number)
+        step_speeds = episode.step_info("speed_kmh")
         (folder / f"{stem}.json").write_text(json.dumps(
             {"map": race.map_name, "race_time_s": race.race_time_s, "env_steps": race.env_steps,
              "exploration": race.exploration, "instance": race.instance, "episode": number,
-             "reset_seed": reset_seed, "actions": actions}))
+             "reset_seed": reset_seed, "actions": actions,
+             "speeds_kmh": [round(float(v), 2) for v in step_speeds]}))  # after each action: checks replays
         export_inputs(folder / f"{stem}.inputs", actions)
         frames = list(episode.states("frame")[:, 0])
-        speeds = np.concatenate([[0.0], episode.step_info("speed_kmh")])
+        speeds = np.concatenate([[0.0], step_speeds])
         times = np.concatenate([[0], episode.step_info("race_time_ms")]).astype(int)
         overlays = [(float(speeds[i]), None if i == 0 else actions[i - 1], int(times[i])) for i in range(len(frames))]
         write_gif(frames, overlays, folder / f"{stem}.gif", self.ms_per_action)
         if self.pictures is not None and reset_seed is not None:
             track = (episode.spec.reset_options or {}).get("track")
             if track is not None:
-                self._draw_best_run(folder, stem, race, actions, int(reset_seed), track)
+                self._draw_best_run(folder, stem, race, actions, step_speeds, int(reset_seed), track)
         self.best_run_seconds.append(time.perf_counter() - start)
 
-    def _draw_best_run(self, folder: Path, stem: str, race: RaceResult, actions: list[int], seed: int,
-                       track: Any) -> None:
+    def _draw_best_run(self, folder: Path, stem: str, race: RaceResult, actions: list[int], speeds: np.ndarray,
+                       seed: int, track: Any) -> None:
         """Replay the race physics-only; save its trajectory, map and speed chart (next to the driver's)."""
         from environments.trackmania.env import TrackManiaEnv
         from environments.trackmania.race_replay import driver_trajectory
@@ -164,9 +166,12 @@ class RaceLog:
             trajectory, _ = drive(env, actions, seed=seed)
         finally:
             env.close()
-        if not (trajectory.finished and int(trajectory.race_time_ms[-1]) == int(round(race.race_time_s * 1000))):
-            warnings.warn(f"best run {stem} on {race.map_name}: the replay ended at {trajectory.race_time_s:.2f} s "
-                          f"instead of {race.race_time_s:.2f} s; no pictures drawn", RuntimeWarning, stacklevel=2)
+        same = (trajectory.finished and int(trajectory.race_time_ms[-1]) == int(round(race.race_time_s * 1000))
+                and np.allclose(trajectory.speeds_kmh[1:], speeds, atol=0.01))
+        if not same:
+            warnings.warn(f"best run {stem} on {race.map_name}: the replay (seed {seed}) is not the race "
+                          f"(ended at {trajectory.race_time_s:.2f} s, saved {race.race_time_s:.2f} s); no pictures "
+                          "drawn", RuntimeWarning, stacklevel=2)
             return
         trajectory.save(folder / f"{stem}.npz")
         if race.map_name not in setup.drivers:

@@ -3,9 +3,10 @@
 A best run (``best_runs/<map>/<ms>ms_<steps>steps.json``, written by
 :class:`~environments.trackmania.race_log.RaceLog`) keeps the actions and the reset seed of the race;
 the simulator is deterministic, so resetting with that seed and playing the actions again drives the
-same race (checked: the replay must finish in the saved race time). Best runs saved before the seed
-was kept are matched to their row of the run's ``races.csv``: the row's instance and its episode
-number on that instance give the seed the collector used (checked the same way).
+same race (checked: the replay must finish in the saved race time, at the saved speed after every
+action). Best runs saved before the seed was kept are matched to their row of the run's
+``races.csv``: the row's instance and its episode number on that instance give the seed the
+collector used (checked by the race time only: those files kept no speeds).
 """
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ class BestRun:
     reset_seed: int | None = None
     instance: int | None = None
     episode: int | None = None
+    #: Speed after each action as the race reported it (None in best runs saved before it was kept), km/h.
+    speeds_kmh: list[float] | None = None
 
     @property
     def race_time_ms(self) -> int:
@@ -71,7 +74,7 @@ def load_best_run(path: str | Path) -> BestRun:
         return BestRun(json_path=path, map_name=str(data["map"]), race_time_s=float(data["race_time_s"]),
                        env_steps=int(data["env_steps"]), exploration=bool(data["exploration"]),
                        actions=[int(a) for a in data["actions"]], reset_seed=data.get("reset_seed"),
-                       instance=data.get("instance"), episode=data.get("episode"))
+                       instance=data.get("instance"), episode=data.get("episode"), speeds_kmh=data.get("speeds_kmh"))
     except KeyError as missing:
         raise ReplayError(f"{path}: not a best run (no {missing} entry)") from None
 
@@ -112,9 +115,13 @@ def replay(best: BestRun, params: TrackManiaEnvironmentParameters, track: Track,
 
 
 def matches(best: BestRun, trajectory: Trajectory) -> bool:
-    """The replay finished on the last action, in the saved race time."""
-    return (trajectory.finished and trajectory.steps == len(best.actions)
+    """The replay finished on the last action, in the saved race time, at the saved speeds (when kept)."""
+    same = (trajectory.finished and trajectory.steps == len(best.actions)
             and int(trajectory.race_time_ms[-1]) == best.race_time_ms)
+    if same and best.speeds_kmh is not None:
+        same = len(best.speeds_kmh) == trajectory.steps and bool(
+            np.allclose(trajectory.speeds_kmh[1:], best.speeds_kmh, atol=0.011))
+    return same
 
 
 def candidate_seeds(best: BestRun, run_seed: int) -> list[int]:
