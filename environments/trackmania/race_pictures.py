@@ -27,6 +27,8 @@ AGENT_CHART_COLOR = (230, 80, 0)
 DRIVER_CHART_COLOR = (30, 80, 220)
 #: Ground margin around the drawn area, m.
 MAP_MARGIN_M = 12.0
+#: Height of the map's legend (title, then two rows), pixels.
+LEGEND_PX = 98
 #: Speed scales are rounded up to a multiple of this, km/h.
 SPEED_SCALE_STEP_KMH = 50.0
 
@@ -155,7 +157,7 @@ def draw_race_map(track: Track, agent: Trajectory, path: str | Path, driver: Tra
 def race_map_image(track: Track, agent: Trajectory, driver: Trajectory | None = None, agent_label: str = "agent",
                    driver_label: str = "classical driver", size_px: int = 900) -> tuple[Image.Image, MapView]:
     """The picture of :func:`draw_race_map` and its world -> pixel transform. The longer side of the
-    map is ``size_px``; a colour bar (110 px) is on the right and the legend (74 px) on top."""
+    map is ``size_px``; a colour bar (110 px) is on the right and the legend (LEGEND_PX) on top."""
     extra = [agent.positions[:, [0, 2]]] + ([driver.positions[:, [0, 2]]] if driver is not None else [])
     pts = np.concatenate([track.reference_line[:, [0, 2]]] + extra)
     span = pts.max(axis=0) - pts.min(axis=0) + track.road_width + 2 * MAP_MARGIN_M
@@ -163,7 +165,7 @@ def race_map_image(track: Track, agent: Trajectory, driver: Trajectory | None = 
     map_w = max(int(size_px * span[0] / span.max()), 720)
     map_h = int(size_px * span[1] / span.max())
     view = map_view(track, map_w, map_h, extra)
-    bar_w, legend_h = 110, 74
+    bar_w, legend_h = 110, LEGEND_PX
     img = Image.new("RGB", (map_w + bar_w, map_h + legend_h), (20, 20, 20))
     img.paste(view.background, (0, legend_h))
     view.oy += legend_h
@@ -183,8 +185,9 @@ def race_map_image(track: Track, agent: Trajectory, driver: Trajectory | None = 
     _dashed(draw, [(300 + 4 * k, y + 9) for k in range(11)], REFERENCE_COLOR, 1, dash=2)
     draw.text((350, y), "reference line", fill=(255, 255, 255), font=font(15))
     if driver is not None:
-        draw.line([(490, y + 9), (530, y + 9)], fill=DRIVER_COLOR, width=2)
-        draw.text((538, y), driver_label, fill=(255, 255, 255), font=font(15))
+        y += 24
+        draw.line([(12, y + 9), (52, y + 9)], fill=DRIVER_COLOR, width=2)
+        draw.text((60, y), driver_label, fill=(255, 255, 255), font=font(15))
     return img, view
 
 

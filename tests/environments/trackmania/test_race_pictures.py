@@ -14,6 +14,7 @@ from environments.trackmania.race_pictures import (
     ANIM_STRIP_PX,
     DRIVER_CHART_COLOR,
     DRIVER_COLOR,
+    LEGEND_PX,
     animation_frames,
     draw_speed_comparison,
     race_map_image,
@@ -82,9 +83,9 @@ def test_the_driver_line_is_drawn_where_the_driver_went():
 
 def test_the_map_fits_the_track_shape_with_its_colour_bar_and_legend():
     """short is taller than wide: its map is the asked height, and at least 720 px wide (the legend's
-    room), plus the colour bar (110 px) on the right and the legend (74 px) on top."""
+    room), plus the colour bar (110 px) on the right and the legend on top."""
     img, _ = race_map_image(TRACK, along_line(SPEEDS), size_px=1000)
-    assert img.size[1] - 74 == 1000 and 720 <= img.size[0] - 110 < 1000
+    assert img.size[1] - LEGEND_PX == 1000 and 720 <= img.size[0] - 110 < 1000
 
 
 def test_the_speed_chart_draws_each_race_at_its_speed(tmp_path):
