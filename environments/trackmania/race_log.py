@@ -167,7 +167,7 @@ class RaceLog:
         finally:
             env.close()
         same = (trajectory.finished and int(trajectory.race_time_ms[-1]) == int(round(race.race_time_s * 1000))
-                and np.allclose(trajectory.speeds_kmh[1:], speeds, atol=0.01))
+                and trajectory.steps == len(speeds) and np.allclose(trajectory.speeds_kmh[1:], speeds, atol=0.01))
         if not same:
             warnings.warn(f"best run {stem} on {race.map_name}: the replay (seed {seed}) is not the race "
                           f"(ended at {trajectory.race_time_s:.2f} s, saved {race.race_time_s:.2f} s); no pictures "
