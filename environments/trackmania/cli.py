@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from environments.trackmania.record import ANIMATION_STRIDE, CAMERA_HEIGHT, CAMERA_WIDTH
 from environments.trackmania.tracks import BUILTIN_TRACK_NAMES, DEFAULT_TRACK
 
 _TRACK_HELP = (f"track: {', '.join(BUILTIN_TRACK_NAMES)} (default {DEFAULT_TRACK}), procedural:SEED, loop:SEED, "
@@ -31,7 +32,13 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    """Write a GIF of the frames and a PNG of the trajectory for one episode."""
+    """Write a GIF of the frames and a PNG of the trajectory for one episode; with ``--best-run``,
+    replay a saved best run and draw its pictures next to the classical driver's race."""
+    if args.best_run is not None:
+        return _record_best_run(args)
+    if args.out is None:
+        print("rulka record: give --out DIR (where to write the episode), or --best-run RUN_DIR/best_runs/MAP")
+        return 2
     from environments.trackmania.env import TrackManiaEnv
     from environments.trackmania.parameters import TrackManiaEnvironmentParameters
     from environments.trackmania.record import baseline_policy, random_policy, record_episode
@@ -47,6 +54,32 @@ def cmd_record(args: argparse.Namespace) -> int:
     return 0
 
 
+def _record_best_run(args: argparse.Namespace) -> int:
+    import time
+
+    from environments.trackmania.race_replay import ReplayError
+    from environments.trackmania.record import record_best_run
+
+    start = time.perf_counter()
+    try:
+        width, _, height = args.camera_size.partition("x")
+        result = record_best_run(args.best_run, args.out, driver=args.driver, run_seed=args.run_seed,
+                                 animation_suffix=f".{args.format}", stride=args.stride,
+                                 camera_size=(int(width), int(height)))
+    except ReplayError as error:
+        print(f"rulka record: {error}")
+        return 2
+    pictures = result.pictures
+    written = [p for p in (result.trajectory_npz, pictures.map_png, pictures.speed_png, pictures.animation) if p]
+    driver = f"; {result.driver_label}" if result.driver_label else ""
+    print(f"replayed the best run (reset seed {result.reset_seed}): {result.race_time_s:.2f} s as saved{driver}")
+    for path in written:
+        print(f"wrote {path} ({path.stat().st_size / 1024:.0f} kB)")
+    print(f"took {time.perf_counter() - start:.1f} s (replay rendering the {args.camera_size} camera "
+          f"{result.replay_s:.1f} s, pictures {pictures.seconds:.1f} s)")
+    return 0
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     """Measure the floats' mean / std from noisy classical-driver rollouts and write a YAML section."""
     from environments.trackmania.normalization import measure_float_stats, write_state_normalization_yaml
@@ -55,6 +88,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
     path = write_state_normalization_yaml(args.out, mean, std)
     print(f"wrote state_normalization ({len(mean)} floats, {n} samples) to {path}")
     return 0
+
+
+def _camera_size(text: str) -> str:
+    width, sep, height = text.partition("x")
+    if not (sep and width.isdigit() and height.isdigit() and int(width) >= 16 and int(height) >= 16):
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT in pixels, at least 16x16, e.g. 480x360; got {text!r}")
+    return text
 
 
 def register_commands(subparsers: "argparse._SubParsersAction") -> None:
@@ -66,10 +106,27 @@ def register_commands(subparsers: "argparse._SubParsersAction") -> None:
                    help="search the driver's margins (grip, braking, look-ahead) for the fastest finish")
     p.set_defaults(func=cmd_baseline)
 
-    p = subparsers.add_parser("record", help="write an episode as GIF (frames) + PNG (top-down trajectory)")
+    p = subparsers.add_parser("record", help="write an episode as GIF (frames) + PNG (top-down trajectory); "
+                                             "--best-run: pictures of a training run's best race")
     p.add_argument("--track", default=DEFAULT_TRACK, help=_TRACK_HELP)
     p.add_argument("--policy", choices=["baseline", "random"], default="baseline")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", default=None, help="output directory (with --best-run: default the best run's folder)")
+    p.add_argument("--best-run", default=None, metavar="PATH",
+                   help="RUN_DIR/best_runs/MAP (its fastest race) or one of its .json files: replay it in the "
+                        "simulator and write its trajectory (.npz), a map coloured by speed with the classical "
+                        "driver's line (_map.png), speed along the track for both (_speed.png) and a first-person "
+                        "| map animation (_race.webp)")
+    p.add_argument("--driver", choices=["shipped", "tuned", "none"], default="shipped",
+                   help="with --best-run: the classical driver to compare with (tuned: searches its margins, "
+                        "about a minute)")
+    p.add_argument("--run-seed", type=int, default=0,
+                   help="with --best-run: the training run's --seed (only for best runs saved without their seed)")
+    p.add_argument("--format", choices=["webp", "gif"], default="webp", help="with --best-run: animation format")
+    p.add_argument("--camera-size", type=_camera_size, default=f"{CAMERA_WIDTH}x{CAMERA_HEIGHT}", metavar="WxH",
+                   help="with --best-run: the first-person view's size in pixels (the simulator renders it "
+                        "at this size; the network's frames are separate)")
+    p.add_argument("--stride", type=int, default=ANIMATION_STRIDE,
+                   help="with --best-run: one animation frame every this many actions (more for long races)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--camera", type=int, choices=[1, 2, 3], default=2, help="game_camera_number")
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many actions")

@@ -110,6 +110,7 @@ class TrackManiaGraphManager(BasicRLGraphManager):
                                                 float(self.config.performance.running_speed), self.backend_options)
         super().create(run_dir, device, seed, resume)
         self.race_log.run_dir = self.run_dir
+        self.race_log.enable_pictures(self.config.environment, self.seed, self.backend_options)
         return self
 
     def environment_spaces(self) -> tuple[spaces.Dict, spaces.Space]:

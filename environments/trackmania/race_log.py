@@ -1,18 +1,25 @@
 """What the learner keeps of every race: ``races.csv``, per-map TensorBoard values and best runs.
 
-Best runs go to ``best_runs/<map>/``: the actions (json), the game's ``.inputs`` text and a GIF of
-the frames with speed, action and race time.
+Best runs go to ``best_runs/<map>/``: the actions and the race's reset seed (json), the game's
+``.inputs`` text and a GIF of the frames with speed, action and race time. On the simulator, once
+:meth:`RaceLog.enable_pictures` is called, the race is also replayed without rendering (it is
+deterministic) to keep its trajectory (``.npz``), a map of it coloured by speed next to the
+classical driver's line (``_map.png``) and both speeds along the track (``_speed.png``); the
+side-by-side animation is left to ``rulka record --best-run`` (seconds of encoding).
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import time
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from environments.trackmania.record import write_gif
+from rulka.collection.collector import episode_seed
 from rulka.collection.episodes import EpisodeRecord
 
 #: Races per map and kind over which the logged finished ratio is computed.
@@ -35,6 +42,18 @@ class RaceResult:
     instance: int = 0
 
 
+@dataclass
+class PictureSetup:
+    """What replaying a simulator race needs: the environment parameters, the run's seed (with the
+    instance and episode number it gives each reset's seed) and the backend's options."""
+
+    params: Any
+    run_seed: int
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    #: Per map: the classical driver's race (shipped margins), raced once.
+    drivers: dict[str, Any] = field(default_factory=dict)
+
+
 class RaceLog:
     """Args: run folder (None: log nothing to disk), ``log(values)`` for TensorBoard, action duration in ms."""
 
@@ -45,6 +64,14 @@ class RaceLog:
         self.races: list[RaceResult] = []
         self.best_race_time_s: dict[str, float] = {}
         self.end_reasons: dict[tuple[str, str], int] = {}
+        self.pictures: PictureSetup | None = None
+        #: Seconds spent on each best run's files (json, inputs, GIF and, on the simulator, the pictures).
+        self.best_run_seconds: list[float] = []
+
+    def enable_pictures(self, params: Any, run_seed: int, backend_options: dict[str, Any] | None = None) -> None:
+        """Replay best runs on the simulator to draw their map and speed pictures (``params.backend == "sim"``)."""
+        if getattr(params, "backend", None) == "sim":
+            self.pictures = PictureSetup(params, int(run_seed), dict(backend_options or {}))
 
     def record(self, episode: EpisodeRecord, env_steps: int, wall_time_s: float) -> RaceResult:
         info = episode.final_info
@@ -92,19 +119,69 @@ class RaceLog:
             return
         from environments.trackmania.tmi.inputs_export import export_inputs
 
+        start = time.perf_counter()
         actions = [int(a) for a in episode.actions()]
         folder = self.run_dir / "best_runs" / race.map_name
         folder.mkdir(parents=True, exist_ok=True)
         stem = f"{int(round(race.race_time_s * 1000))}ms_{race.env_steps}steps"
+        first = episode.chunks[0] if episode.chunks else None
+        number = first.episode - 1 if first is not None else None  # the collector counts episodes from 1
+        reset_seed = episode.spec.seed
+        if reset_seed is None and self.pictures is not None and number is not None:
+            reset_seed = episode_seed(self.pictures.run_seed, race.instance, number)
+        step_speeds = episode.step_info("speed_kmh")
         (folder / f"{stem}.json").write_text(json.dumps(
             {"map": race.map_name, "race_time_s": race.race_time_s, "env_steps": race.env_steps,
-             "exploration": race.exploration, "actions": actions}))
+             "exploration": race.exploration, "instance": race.instance, "episode": number,
+             "reset_seed": reset_seed, "actions": actions,
+             "speeds_kmh": [round(float(v), 2) for v in step_speeds]}))  # after each action: checks replays
         export_inputs(folder / f"{stem}.inputs", actions)
         frames = list(episode.states("frame")[:, 0])
-        speeds = np.concatenate([[0.0], episode.step_info("speed_kmh")])
+        speeds = np.concatenate([[0.0], step_speeds])
         times = np.concatenate([[0], episode.step_info("race_time_ms")]).astype(int)
         overlays = [(float(speeds[i]), None if i == 0 else actions[i - 1], int(times[i])) for i in range(len(frames))]
         write_gif(frames, overlays, folder / f"{stem}.gif", self.ms_per_action)
+        if self.pictures is not None and reset_seed is not None:
+            track = (episode.spec.reset_options or {}).get("track")
+            if track is not None:
+                self._draw_best_run(folder, stem, race, actions, step_speeds, int(reset_seed), track)
+        self.best_run_seconds.append(time.perf_counter() - start)
+
+    def _draw_best_run(self, folder: Path, stem: str, race: RaceResult, actions: list[int], speeds: np.ndarray,
+                       seed: int, track: Any) -> None:
+        """Replay the race physics-only; save its trajectory, map and speed chart (next to the driver's)."""
+        from environments.trackmania.env import TrackManiaEnv
+        from environments.trackmania.race_replay import driver_trajectory
+        from environments.trackmania.record import write_race_pictures
+        from environments.trackmania.track import Track
+        from environments.trackmania.trajectory import drive
+        from environments.trackmania.tracks import resolve_track
+
+        setup = self.pictures
+        assert setup is not None
+        track = track if isinstance(track, Track) else resolve_track(track)
+        options = {**setup.backend_options, "render": False}
+        env = TrackManiaEnv(params=setup.params, track=track, backend="sim", backend_options=options)
+        try:
+            trajectory, _ = drive(env, actions, seed=seed)
+        finally:
+            env.close()
+        same = (trajectory.finished and int(trajectory.race_time_ms[-1]) == int(round(race.race_time_s * 1000))
+                and trajectory.steps == len(speeds) and np.allclose(trajectory.speeds_kmh[1:], speeds, atol=0.01))
+        if not same:
+            warnings.warn(f"best run {stem} on {race.map_name}: the replay (seed {seed}) is not the race "
+                          f"(ended at {trajectory.race_time_s:.2f} s, saved {race.race_time_s:.2f} s); no pictures "
+                          "drawn", RuntimeWarning, stacklevel=2)
+            return
+        trajectory.save(folder / f"{stem}.npz")
+        if race.map_name not in setup.drivers:
+            setup.drivers[race.map_name] = driver_trajectory(track, setup.params)
+        driver = setup.drivers[race.map_name]
+        kind = "exploring" if race.exploration else "greedy"
+        driver_label = (f"classical driver (shipped margins): {driver.race_time_s:.2f} s" if driver.finished
+                        else "classical driver (shipped margins): did not finish")
+        write_race_pictures(track, trajectory, folder, stem, f"agent best run ({kind}): {race.race_time_s:.2f} s",
+                            driver, driver_label, ms_per_action=self.ms_per_action)
 
     def state_dict(self) -> dict[str, dict[str, float]]:
         return {"best_race_time_s": dict(self.best_race_time_s)}

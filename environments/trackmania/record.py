@@ -1,5 +1,6 @@
 """Seeing an episode: an animated GIF of the agent's frames with a speed / action overlay, and a
-top-down PNG of the driven trajectory over the track (Pillow)."""
+top-down PNG of the driven trajectory over the track (Pillow); and the pictures of a race
+(:func:`write_race_pictures`), drawn for a saved best run by :func:`record_best_run`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFont
 
 from environments.trackmania.actions import ACTION_TABLE, INPUT_NAMES
 from environments.trackmania.track import Track
@@ -18,9 +19,6 @@ Policy = Callable[[dict[str, np.ndarray]], int]
 GIF_SCALE = 2
 #: Longest GIF written; longer episodes keep every k-th frame, frames.
 MAX_GIF_FRAMES = 1200
-#: Size of the longer side of the top-down PNG, pixels.
-MAP_SIZE_PX = 900
-MAP_MARGIN_PX = 30
 _INPUT_GLYPHS = {"accelerate": "^", "brake": "v", "left": "<", "right": ">"}
 
 
@@ -35,55 +33,50 @@ class RecordResult:
     info: dict[str, Any]
 
 
+#: The GIF's palette: 255 grays (the frames, 254 = white) and the overlay's yellow at index 255.
+_GIF_TEXT_INDEX = 255
+_GIF_PALETTE = [v for g in range(255) for v in (g, g, g)] + [255, 255, 0]
+
+
 def _overlay(frame: np.ndarray, speed_kmh: float, action: int | None, race_time_ms: int) -> Image.Image:
-    img = Image.fromarray(frame).resize((frame.shape[1] * GIF_SCALE, frame.shape[0] * GIF_SCALE), Image.NEAREST)
-    img = img.convert("RGB")
+    """One GIF frame in palette mode (no quantisation needed): the frame upscaled, a black strip with
+    speed, race time and the action's keys in yellow."""
+    small = np.minimum(frame, _GIF_TEXT_INDEX - 1)
+    img = Image.fromarray(small).resize((frame.shape[1] * GIF_SCALE, frame.shape[0] * GIF_SCALE), Image.NEAREST)
+    img = img.convert("P")
+    img.putpalette(_GIF_PALETTE)
     draw = ImageDraw.Draw(img)
     keys = ""
     if action is not None:
         keys = "".join(_INPUT_GLYPHS[n] for n, on in zip(INPUT_NAMES, ACTION_TABLE[action]) if on) or "-"
     text = f"{speed_kmh:5.0f} km/h  {race_time_ms / 1000:6.2f} s  a={action if action is not None else '-'} {keys}"
-    draw.rectangle([0, 0, img.width, 14], fill=(0, 0, 0))
-    draw.text((3, 2), text, fill=(255, 255, 0))
+    draw.rectangle([0, 0, img.width, 14], fill=0)
+    draw.text((3, 2), text, fill=_GIF_TEXT_INDEX, font=_overlay_font())
     return img
 
 
+_FONT: list = []
+
+
+def _overlay_font():
+    if not _FONT:
+        _FONT.append(ImageFont.load_default(size=10))
+    return _FONT[0]
+
+
 def draw_trajectory_png(track: Track, positions: np.ndarray, speeds_kmh: np.ndarray, path: str | Path) -> Path:
-    """Top-down PNG of ``track`` (road band, start green, finish red) with ``positions`` (T, 3) coloured by speed."""
-    line = track.reference_line
-    xz = line[:, [0, 2]]
-    pts = positions[:, [0, 2]] if len(positions) else xz[:1]
-    lo = np.minimum(xz.min(0), pts.min(0)) - track.road_width
-    hi = np.maximum(xz.max(0), pts.max(0)) + track.road_width
-    scale = (MAP_SIZE_PX - 2 * MAP_MARGIN_PX) / float(max(hi - lo))
-    size = ((hi - lo) * scale + 2 * MAP_MARGIN_PX).astype(int)
+    """Top-down PNG of ``track`` with ``positions`` (T, 3) coloured by ``speeds_kmh`` (T,) and a km/h
+    colour bar (:func:`~environments.trackmania.race_pictures.draw_race_map`)."""
+    from environments.trackmania.race_pictures import draw_race_map
+    from environments.trackmania.trajectory import Trajectory
 
-    def px(p: np.ndarray) -> list[tuple[float, float]]:
-        q = (p - lo) * scale + MAP_MARGIN_PX
-        return [(float(a), float(size[1] - b)) for a, b in q]  # z up on the image
-
-    img = Image.new("RGB", (int(size[0]), int(size[1])), (30, 60, 30))
-    draw = ImageDraw.Draw(img)
-    road_px = max(2, int(track.road_width * scale))
-    draw.line(px(xz[::2]), fill=(110, 110, 110), width=road_px, joint="curve")
-    draw.line(px(xz[::2]), fill=(200, 200, 200), width=1)
-    for cp in track.checkpoint_positions:
-        (cx, cy), = px(cp[None, [0, 2]])
-        draw.ellipse([cx - 4, cy - 4, cx + 4, cy + 4], outline=(80, 160, 255), width=2)
-    for pos, color in ((xz[0], (0, 220, 0)), (xz[-1], (230, 0, 0))):
-        (cx, cy), = px(pos[None])
-        draw.ellipse([cx - 6, cy - 6, cx + 6, cy + 6], fill=color)
-    if len(positions) > 1:
-        v = np.asarray(speeds_kmh, dtype=np.float64)
-        t = np.clip(v / max(float(v.max()), 1.0), 0, 1)
-        p = px(pts)
-        for k in range(len(p) - 1):
-            c = (int(255 * t[k]), int(80 + 100 * (1 - abs(2 * t[k] - 1))), int(255 * (1 - t[k])))
-            draw.line([p[k], p[k + 1]], fill=c, width=3)
-    draw.text((8, 8), f"{track.name}: {track.length_m:.0f} m (blue slow -> red fast)", fill=(255, 255, 255))
-    path = Path(path)
-    img.save(path)
-    return path
+    n = len(positions)
+    trajectory = Trajectory(positions=np.asarray(positions, np.float64).reshape(n, 3),
+                            headings=np.zeros(n), speeds_kmh=np.asarray(speeds_kmh, np.float32),
+                            race_time_ms=np.zeros(n, np.int32), progress_m=np.zeros(n, np.float32),
+                            actions=np.zeros(max(n - 1, 0), np.int8), finished=False, end_reason="",
+                            track=track.name)
+    return draw_race_map(track, trajectory, path, agent_label=f"{track.length_m:.0f} m")
 
 
 def write_gif(frames: list[np.ndarray], overlays: list[tuple[float, int | None, int]], path: str | Path,
@@ -152,3 +145,123 @@ def random_policy(env, seed: int = 0) -> Policy:
     rng = np.random.default_rng(seed)
     n = env.action_space.n
     return lambda obs: int(rng.integers(n))
+
+
+# ---------------------------------------------------------------------- pictures of a race
+#: First-person view of the animations (larger than the network's input), pixels.
+CAMERA_WIDTH, CAMERA_HEIGHT = 480, 360
+#: The animations keep one sample in this many (2: 10 frames/s at 50 ms per action).
+ANIMATION_STRIDE = 2
+
+
+@dataclass
+class RacePictures:
+    """What :func:`write_race_pictures` wrote (None: not drawn) and how long it took, s."""
+
+    map_png: Path
+    speed_png: Path | None
+    animation: Path | None
+    seconds: float
+
+
+def write_race_pictures(track: Track, agent, out_dir: str | Path, stem: str, agent_label: str,
+                        driver=None, driver_label: str = "classical driver", camera_frames: list | None = None,
+                        ms_per_action: int = 50, animation_suffix: str = ".webp",
+                        stride: int = ANIMATION_STRIDE) -> RacePictures:
+    """Write ``<stem>_map.png`` (trajectory coloured by speed, reference line, driver's line),
+    ``<stem>_speed.png`` (speed along the track, agent and driver; needs ``driver``) and, with
+    ``camera_frames`` (one per sample of ``agent``), ``<stem>_race<suffix>`` (first-person view | live map).
+
+    ``agent`` and ``driver`` are :class:`~environments.trackmania.trajectory.Trajectory`; labels go in
+    the legends (put race times in them).
+    """
+    import time
+
+    from environments.trackmania.race_pictures import (
+        animation_frames,
+        animation_stride,
+        draw_race_map,
+        draw_speed_comparison,
+        write_animation,
+    )
+
+    start = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    map_png = draw_race_map(track, agent, out / f"{stem}_map.png", driver=driver, agent_label=agent_label,
+                            driver_label=driver_label)
+    speed_png = None
+    if driver is not None:
+        speed_png = draw_speed_comparison([(agent, agent_label), (driver, driver_label)], out / f"{stem}_speed.png",
+                                          track.length_m, title=f"{track.name}: speed along the track")
+    animation = None
+    if camera_frames:
+        stride = animation_stride(len(camera_frames), stride)
+        images = animation_frames(track, agent, camera_frames, stride, label=agent_label)
+        animation = write_animation(images, out / f"{stem}_race{animation_suffix}", ms_per_action * stride)
+    return RacePictures(map_png, speed_png, animation, time.perf_counter() - start)
+
+
+def camera_renderer(track: Track, camera: int, width: int = CAMERA_WIDTH, height: int = CAMERA_HEIGHT):
+    """A simulator renderer of ``track`` at ``width`` x ``height`` (any size: the network's is separate)."""
+    from environments.trackmania.sim.render import Renderer
+
+    return Renderer(track, height=height, width=width, camera=camera)
+
+
+@dataclass
+class BestRunPictures:
+    """What :func:`record_best_run` replayed and wrote."""
+
+    pictures: RacePictures
+    trajectory_npz: Path
+    race_time_s: float
+    driver_time_s: float | None
+    driver_label: str
+    reset_seed: int
+    replay_s: float
+
+
+def record_best_run(best_run: str | Path, out_dir: str | Path | None = None, driver: str = "shipped",
+                    run_seed: int = 0, animation_suffix: str = ".webp", stride: int = ANIMATION_STRIDE,
+                    camera_size: tuple[int, int] = (CAMERA_WIDTH, CAMERA_HEIGHT)) -> BestRunPictures:
+    """Replay a saved best run in the simulator (checked against its race time) and draw its pictures
+    next to the classical driver's race (``driver``: "shipped" margins, "tuned" = ``tune_baseline``,
+    about a minute, or "none").
+
+    ``best_run``: ``RUN_DIR/best_runs/<map>`` (its fastest run) or one ``.json``; ``out_dir``
+    defaults to the best run's folder. Writes ``<stem>.npz`` (the trajectory) and the pictures.
+    """
+    import time
+
+    from environments.trackmania.race_replay import driver_trajectory, load_best_run, replay_best_run, run_environment
+
+    best = load_best_run(best_run)
+    params, track = run_environment(best)
+    out = Path(out_dir) if out_dir is not None else best.json_path.parent
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    renderer = camera_renderer(track, params.game_camera_number, *camera_size)
+    agent, frames, seed = replay_best_run(best, params, track, run_seed, renderer)
+    replay_s = time.perf_counter() - start
+    driver_run, driver_label = None, ""
+    if driver != "none":
+        margins = None
+        if driver == "tuned":
+            from environments.trackmania.baseline import tune_baseline
+
+            margins = tune_baseline(track).margins
+        elif driver != "shipped":
+            raise ValueError(f"driver must be shipped, tuned or none, got {driver!r}")
+        driver_run = driver_trajectory(track, params, margins=margins)
+        kind = f"tuned driver ({margins})" if margins is not None else "classical driver (shipped margins)"
+        driver_label = (f"{kind}: {driver_run.race_time_s:.2f} s" if driver_run.finished
+                        else f"{kind}: did not finish")
+    kind = "exploring" if best.exploration else "greedy"
+    agent_label = f"agent best run ({kind}): {best.race_time_s:.2f} s"
+    npz = agent.save(out / f"{best.stem}.npz")
+    pictures = write_race_pictures(track, agent, out, best.stem, agent_label, driver_run, driver_label, frames,
+                                   params.ms_per_action, animation_suffix, stride)
+    return BestRunPictures(pictures, npz, best.race_time_s,
+                           driver_run.race_time_s if driver_run is not None and driver_run.finished else None,
+                           driver_label, seed, replay_s)
