@@ -23,6 +23,9 @@ Every contender does the same maths per update: sample a batch of 3-step transit
   target and loss; ``TorchOptimizerFactory(torch.optim.RAdam)`` and Tianshou's own norm clipping.
   Its network is Tianshou's ``ImplicitQuantileNetwork`` over ``Net`` with the same layer sizes (ReLU
   where rulka uses LeakyReLU; uniform taus where rulka stratifies them).
+* tianshou, foreach RAdam: the same with ``foreach=True`` passed to RAdam, the implementation rulka's
+  agent uses (torch's CPU default is the per-tensor loop that Tianshou's factory gets), to show how
+  much of a difference is the optimizer's implementation.
 * bare: the rulka agent's own networks and optimizer driven by a plain loop on preallocated tensors
   (one-step transitions stored whole, indices from ``torch.randint``): the cost of the maths alone.
 
@@ -81,8 +84,10 @@ def rulka_agent(width: int, batch: int, quantiles: int) -> IQNAgent:
     return IQNAgent(config, space, spaces.Discrete(2), "cpu", seed=0)
 
 
-def tianshou_update(width: int, batch: int, quantiles: int) -> tuple[Callable[[], None], int]:
-    """One ``IQN.update`` of Tianshou, and the parameter count of its network."""
+def tianshou_update(width: int, batch: int, quantiles: int, foreach: bool | None = None
+                    ) -> tuple[Callable[[], None], int]:
+    """One ``IQN.update`` of Tianshou, and the parameter count of its network. ``foreach``: RAdam's
+    implementation flag (None: torch's default, the per-tensor loop on a CPU)."""
     from tianshou.algorithm import IQN
     from tianshou.algorithm.modelfree.iqn import IQNPolicy
     from tianshou.algorithm.optim import TorchOptimizerFactory
@@ -102,7 +107,8 @@ def tianshou_update(width: int, batch: int, quantiles: int) -> tuple[Callable[[]
     net = ImplicitQuantileNetwork(preprocess_net=features, action_shape=2, hidden_sizes=[width], num_cosines=COSINES)
     policy = IQNPolicy(model=net, action_space=action_space, sample_size=quantiles, online_sample_size=quantiles,
                        target_sample_size=quantiles)
-    algorithm = ClippedIQN(policy=policy, optim=TorchOptimizerFactory(torch.optim.RAdam, lr=LR, eps=ADAM_EPSILON),
+    algorithm = ClippedIQN(policy=policy, optim=TorchOptimizerFactory(torch.optim.RAdam, lr=LR, eps=ADAM_EPSILON,
+                                                                          foreach=foreach),
                            gamma=GAMMA, n_step_return_horizon=N_STEPS, target_update_freq=TARGET_EVERY_UPDATES)
     buffer = ReplayBuffer(CAPACITY)
     rng = np.random.default_rng(0)
@@ -133,9 +139,9 @@ def main() -> None:
     import tianshou
     print(f"torch {torch.__version__}, tianshou {tianshou.__version__}, python {platform.python_version()}, "
           f"{args.threads} torch thread(s), {args.seconds:g} s per contender and size in {args.rounds} turns")
-    print("| size | rulka updates/s | Tianshou updates/s | bare updates/s | rulka / Tianshou | rulka / bare |"
-          " parameters (rulka, Tianshou) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| size | rulka updates/s | Tianshou updates/s | Tianshou, foreach RAdam | bare updates/s |"
+          " rulka / Tianshou | rulka / Tianshou foreach | rulka / bare | parameters (rulka, Tianshou) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for size in args.sizes.split(","):
         if size == "sim":
             agent = sim_agent()
@@ -148,6 +154,7 @@ def main() -> None:
         params = {"rulka": sum(q.numel() for q in agent.online_network.parameters())}
         if size in SIZES:
             contenders["tianshou"], params["tianshou"] = tianshou_update(*SIZES[size])
+            contenders["tianshou_foreach"], _ = tianshou_update(*SIZES[size], foreach=True)
         for update in contenders.values():  # warm-up
             for _ in range(5):
                 update()
@@ -159,9 +166,10 @@ def main() -> None:
                 totals[name][1] += elapsed
         rate = {name: done / elapsed for name, (done, elapsed) in totals.items()}
         fmt = lambda x, spec: "-" if x is None else format(x, spec)  # noqa: E731
-        t = rate.get("tianshou")
-        cells = [size, fmt(rate["rulka"], ".0f"), fmt(t, ".0f"), fmt(rate["bare"], ".0f"),
-                 fmt(rate["rulka"] / t if t else None, ".2f"), fmt(rate["rulka"] / rate["bare"], ".2f"),
+        t, tf = rate.get("tianshou"), rate.get("tianshou_foreach")
+        cells = [size, fmt(rate["rulka"], ".0f"), fmt(t, ".0f"), fmt(tf, ".0f"), fmt(rate["bare"], ".0f"),
+                 fmt(rate["rulka"] / t if t else None, ".2f"), fmt(rate["rulka"] / tf if tf else None, ".2f"),
+                 fmt(rate["rulka"] / rate["bare"], ".2f"),
                  f"{params['rulka']:,}, {fmt(params.get('tianshou'), ',')}"]
         print("| " + " | ".join(cells) + " |", flush=True)
     print(f"finished {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
