@@ -23,11 +23,13 @@ episodes at epsilon 0.05 and a check on training returns, ``test_in_training``, 
 here), and a run stops at the first evaluation whose average return is at least 475, or at
 ``--max-steps``. Environment steps count training steps only (Tianshou's 640 initial steps
 included). Wall time runs from building the run to its stop, evaluations included; the time spent
-evaluating is also given. torch runs on ``--threads`` threads for every contender.
+evaluating is also given. torch runs on ``--threads`` threads for every contender; ``--jobs`` runs
+go at once, each in a fresh process, taken in the order seed by seed, contender by contender.
 """
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import platform
 import statistics
 import time
@@ -135,7 +137,7 @@ def run_tianshou(seed: int, max_steps: int, gamma: float) -> Outcome:
         else:
             policy.set_eps_training(0.1 * eps_train)
 
-    epochs = -(-(max_steps - initial) // EVAL_EVERY)
+    epochs = (max_steps - initial) // EVAL_EVERY  # its last check at most max_steps
     result = algorithm.run_training(OffPolicyTrainerParams(
         training_collector=training_collector, test_collector=test_collector, max_epochs=epochs,
         epoch_num_steps=EVAL_EVERY, collection_step_num_env_steps=collection_steps,
@@ -153,36 +155,44 @@ def median(values: list[float]) -> float:
 
 
 THREADS = 1
+RUNNERS = {"rulka": run_rulka, "tianshou": lambda s, m: run_tianshou(s, m, 0.9),
+           "tianshou-g99": lambda s, m: run_tianshou(s, m, 0.99)}
+
+
+def run_job(job: tuple[str, int, int, int]) -> tuple[str, int, Outcome]:
+    """One (contender, seed) run in a fresh worker process."""
+    global THREADS
+    name, seed, max_steps, THREADS = job
+    torch.set_num_threads(THREADS)
+    return name, seed, RUNNERS[name](seed, max_steps)
 
 
 def main() -> None:
-    global THREADS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--max-steps", type=int, default=100_000, help="environment steps at most per run")
     parser.add_argument("--contenders", default="rulka,tianshou,tianshou-g99")
     parser.add_argument("--threads", type=int, default=1, help="torch threads, for every contender")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process")
     args = parser.parse_args()
-    THREADS = args.threads
-    torch.set_num_threads(args.threads)
     import tianshou
     seeds = [int(s) for s in args.seeds.split(",")]
     names = args.contenders.split(",")
-    runners = {"rulka": run_rulka, "tianshou": lambda s, m: run_tianshou(s, m, 0.9),
-               "tianshou-g99": lambda s, m: run_tianshou(s, m, 0.99)}
-    unknown = [n for n in names if n not in runners]
+    unknown = [n for n in names if n not in RUNNERS]
     if unknown:
-        parser.error(f"unknown contender(s) {unknown}: choose from {', '.join(runners)}")
+        parser.error(f"unknown contender(s) {unknown}: choose from {', '.join(RUNNERS)}")
     print(f"torch {torch.__version__}, tianshou {tianshou.__version__}, python {platform.python_version()}, "
-          f"{args.threads} torch thread(s); threshold {THRESHOLD:g}, {EVAL_EPISODES} greedy episodes every "
+          f"{args.threads} torch thread(s), {args.jobs} run(s) at a time; threshold {THRESHOLD:g}, {EVAL_EPISODES} greedy episodes every "
           f"{EVAL_EVERY} env steps, at most {args.max_steps} env steps", flush=True)
-    outcomes: dict[str, list[Outcome]] = {n: [] for n in names}
-    for seed in seeds:  # contenders in turn for each seed, so that a change of machine load hits all
-        for name in names:
-            o = runners[name](seed, args.max_steps)
-            outcomes[name].append(o)
+    # contenders in turn for each seed, so that a change of machine load hits all of them
+    jobs = [(name, seed, args.max_steps, args.threads) for seed in seeds for name in names]
+    results: dict[tuple[str, int], Outcome] = {}
+    with multiprocessing.get_context("spawn").Pool(args.jobs, maxtasksperchild=1) as pool:
+        for name, seed, o in pool.imap_unordered(run_job, jobs):
+            results[name, seed] = o
             print(f"  {name} seed {seed}: {'reached' if o.reached else 'MISSED'} after {o.env_steps} env steps, "
                   f"{o.gradient_updates} updates, {o.wall_s:.1f} s wall ({o.eval_s:.1f} s evaluating)", flush=True)
+    outcomes = {name: [results[name, seed] for seed in seeds] for name in names}
     print()
     print("| contender | seeds reaching 475 | within 50k steps | env steps to 475 per seed | median env steps |"
           " wall s per seed | median wall s | median s evaluating |")

@@ -167,7 +167,8 @@ def main() -> None:
         rate = {name: done / elapsed for name, (done, elapsed) in totals.items()}
         fmt = lambda x, spec: "-" if x is None else format(x, spec)  # noqa: E731
         t, tf = rate.get("tianshou"), rate.get("tianshou_foreach")
-        cells = [size, fmt(rate["rulka"], ".0f"), fmt(t, ".0f"), fmt(tf, ".0f"), fmt(rate["bare"], ".0f"),
+        r3 = lambda x: "-" if x is None else (f"{x:.0f}" if x >= 100 else f"{x:.3g}")  # noqa: E731
+        cells = [size, r3(rate["rulka"]), r3(t), r3(tf), r3(rate["bare"]),
                  fmt(rate["rulka"] / t if t else None, ".2f"), fmt(rate["rulka"] / tf if tf else None, ".2f"),
                  fmt(rate["rulka"] / rate["bare"], ".2f"),
                  f"{params['rulka']:,}, {fmt(params.get('tianshou'), ',')}"]
