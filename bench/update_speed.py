@@ -9,8 +9,8 @@ with random transitions, then updates run for ``--seconds``:
 * rulka: the body of ``agent.train()`` (the replay-ratio gate left out): the memory samples and assembles a
   :class:`TransitionBatch`, the agent computes the loss, steps the optimizer, updates priorities
   (a no-op for the uniform memory used here) and checks the target-network schedule;
-* bare: the same network, optimizer and loss (IQN targets from the target network, quantile Huber,
-  clip, RAdam step) on batches gathered from preallocated torch tensors with ``torch.randint``
+* bare: the same network, optimizer and loss (IQN targets from the target network, the bootstrap
+  action chosen by the online network when ``use_ddqn``, quantile Huber, clip, RAdam step) on batches gathered from preallocated torch tensors with ``torch.randint``
   (one-step transitions stored whole: no n-step or mini-race assembly).
 
 Prints updates/s of each and the ratio rulka / bare (goal, issue 11: >= 0.9 at CartPole size,
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -73,23 +74,21 @@ def fill(agent: IQNAgent, steps: int) -> None:
         state = draw() if end else nxt
 
 
-def rulka_rate(agent: IQNAgent, seconds: float) -> float:
-    for _ in range(5):  # warm-up
-        agent.learn_from_batch(agent.sample_batch())
-    done, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
+def rulka_update(agent: IQNAgent) -> Callable[[], None]:
+    """One update of rulka's path: the body of ``agent.train()`` without the replay-ratio gate."""
+    def update() -> None:
         for group in agent.optimizer.param_groups:
             group["lr"] = agent.learning_rate()
         batch = agent.sample_batch()
         agent.learn_from_batch(batch)
         agent.counters.transitions_sampled += batch.size
         agent.update_target_network_if_due()
-        done += 1
-    return done / (time.perf_counter() - start)
+    return update
 
 
-def bare_rate(agent: IQNAgent, seconds: float) -> float:
-    """The same maths without the framework: tensors sampled with torch.randint, loss, clip, step."""
+def bare_update(agent: IQNAgent) -> Callable[[], None]:
+    """One update of the same maths without the framework: tensors sampled with torch.randint, loss,
+    clip, step (on the agent's networks and optimizer)."""
     p, t = agent.config.neural_network, agent.config.training
     online, target, optimizer = agent.online_network, agent.target_network, agent.optimizer
     storage = getattr(agent.memory, "storage", agent.memory)  # (or a memory of the pre-composition code)
@@ -100,15 +99,16 @@ def bare_rate(agent: IQNAgent, seconds: float) -> float:
     rewards = torch.from_numpy(storage.rewards[:n].copy())
     discounts = torch.where(torch.from_numpy(storage.terminated[:n].copy()), 0.0, 0.99)
     b, quantiles = t.batch_size, p.iqn_n
-    done, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
+
+    def update() -> None:
         idx = torch.randint(0, n - 1, (b,))
         s = {k: v[idx] for k, v in states.items()}
         s2 = {k: v[idx] for k, v in next_states.items()}
         with torch.no_grad():
             target_taus = sample_symmetric_taus(b, quantiles)
             next_q = target(s2, target_taus)
-            best = next_q.mean(dim=1).argmax(dim=1)
+            chooser = online(s2, sample_symmetric_taus(b, quantiles)) if p.use_ddqn else next_q
+            best = chooser.mean(dim=1).argmax(dim=1)
             next_values = next_q.gather(2, best.view(b, 1, 1).expand(b, quantiles, 1)).squeeze(2)
             targets = rewards[idx].unsqueeze(1) + discounts[idx].unsqueeze(1) * next_values
         taus = sample_symmetric_taus(b, quantiles)
@@ -119,8 +119,29 @@ def bare_rate(agent: IQNAgent, seconds: float) -> float:
         torch.nn.utils.clip_grad_norm_(online.parameters(), p.clip_grad_norm)
         torch.nn.utils.clip_grad_value_(online.parameters(), p.clip_grad_value)
         optimizer.step()
+    return update
+
+
+def timed(update: Callable[[], None], seconds: float) -> tuple[int, float]:
+    """Run ``update`` for about ``seconds``: (updates done, seconds taken)."""
+    done, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        update()
         done += 1
-    return done / (time.perf_counter() - start)
+    return done, time.perf_counter() - start
+
+
+def rulka_rate(agent: IQNAgent, seconds: float) -> float:
+    update = rulka_update(agent)
+    for _ in range(5):  # warm-up
+        update()
+    done, elapsed = timed(update, seconds)
+    return done / elapsed
+
+
+def bare_rate(agent: IQNAgent, seconds: float) -> float:
+    done, elapsed = timed(bare_update(agent), seconds)
+    return done / elapsed
 
 
 def main() -> None:

@@ -42,6 +42,8 @@ class NStepAssembler:
         self.discard_non_greedy = discard_non_greedy_actions_in_nsteps
         self.potential = potential
         self._steps = np.arange(n_steps)
+        self._gamma: float | None = None
+        self._powers = np.empty(0, dtype=np.float32)
 
     def windows(self, storage: StepStorage, indices: np.ndarray, gamma: float, max_steps: np.ndarray | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -51,21 +53,32 @@ class NStepAssembler:
         window kept, their discounted reward sum, whether the episode terminated inside the window,
         and the slot of the state that follows the window.
         """
-        steps = self._steps
-        window = (indices[:, None] + steps) % storage.capacity  # (B, n)
+        steps, capacity = self._steps, storage.capacity
+        window = indices[:, None] + steps
+        window %= capacity  # (B, n) slots
+        # a window keeps its steps up to its first episode end (that step included), or all n
         ended = storage.ended[window]
-        included = (np.cumsum(ended, axis=1) - ended) == 0  # no episode end before step k
+        ended[:, -1] = True
+        steps_used = ended.argmax(axis=1) + 1
         if max_steps is not None:
-            included &= steps < max_steps[:, None]
-        if self.discard_non_greedy:
+            np.minimum(steps_used, max_steps, out=steps_used)
+        if self.discard_non_greedy:  # cut before the first exploratory action after the first
             exploratory = ~storage.greedy[window]
             exploratory[:, 0] = False
-            included &= np.cumsum(exploratory, axis=1) == 0
-        steps_used = included.sum(axis=1)
-        powers = (gamma ** steps).astype(np.float32)
-        returns = (storage.rewards[window] * included) @ powers
-        terminated = storage.terminated[(indices + steps_used - 1) % storage.capacity]
-        return steps_used, returns.astype(np.float32, copy=False), terminated, (indices + steps_used) % storage.capacity
+            cut = np.where(exploratory.any(axis=1), exploratory.argmax(axis=1), self.n_steps)
+            np.minimum(steps_used, cut, out=steps_used)
+        returns = (storage.rewards[window] * (steps < steps_used[:, None])) @ self.powers(gamma)
+        last = indices + steps_used - 1
+        last %= capacity
+        next_indices = last + 1
+        next_indices %= capacity
+        return steps_used, returns.astype(np.float32, copy=False), storage.terminated[last], next_indices
+
+    def powers(self, gamma: float) -> np.ndarray:
+        """(n,) float32 ``gamma ** k`` for k = 0..n-1 (kept for the last gamma asked)."""
+        if gamma != self._gamma:
+            self._gamma, self._powers = gamma, (gamma ** self._steps).astype(np.float32)
+        return self._powers
 
     def assemble(self, storage: StepStorage, indices: np.ndarray, weights: np.ndarray | None, gamma: float,
                  rng: np.random.Generator, device: torch.device) -> TransitionBatch:
@@ -87,7 +100,10 @@ class NStepAssembler:
             returns = returns + discounts * self.potential(next_states) - self.potential(states)
         if weights is None:
             weights = np.ones(len(indices), dtype=np.float32)
-        move = lambda a: torch.from_numpy(a).to(device, non_blocking=True)  # noqa: E731
+        if device.type == "cpu":
+            move = torch.from_numpy  # shares the (fresh) arrays: no copy
+        else:
+            move = lambda a: torch.from_numpy(a).to(device, non_blocking=True)  # noqa: E731
         return TransitionBatch(
             states={k: move(v) for k, v in states.items()},
             actions=move(storage.actions[indices]),

@@ -35,10 +35,13 @@ class UniformSampler:
 
     def sample(self, storage: StepStorage, batch_size: int) -> tuple[np.ndarray, np.ndarray | None]:
         """(B,) slots and their importance weights (None: all 1)."""
-        if len(storage) == 0:
+        if storage.size == 0:
             raise ValueError("cannot sample from a memory with no complete transition")
-        chosen = np.empty(0, dtype=np.int64)
+        draw = self.rng.integers(0, storage.size, size=2 * batch_size + 8)
+        chosen = draw[storage.ready[draw]]
         while chosen.size < batch_size:
+            if chosen.size == 0 and not storage.ready[: storage.size].any():  # (checked only when in doubt)
+                raise ValueError("cannot sample from a memory with no complete transition")
             draw = self.rng.integers(0, storage.size, size=2 * (batch_size - chosen.size) + 8)
             chosen = np.concatenate([chosen, draw[storage.ready[draw]]])
         return chosen[:batch_size], None
