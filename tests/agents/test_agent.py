@@ -336,3 +336,72 @@ def test_checkpoint_restores_counters_and_every_generator():
     light = IQNAgent(config, SPACE, spaces.Discrete(2), "cpu", seed=1)
     light.load_state_dict(agent.state_dict(include_memory=False))
     assert light.learning_started_at_transition is None and len(light.memory) == 0
+
+
+def test_evaluation_acts_with_the_evaluation_epsilon():
+    """In evaluation the training epsilon is ignored: epsilon 1 in training, evaluation_epsilon 0, all greedy;
+    heatup's was_greedy is a boolean mask."""
+    config = gate_config()
+    config.exploration.epsilon_schedule = Schedule([(0, 1.0)], "staircase")
+    config.exploration.epsilon_boltzmann_schedule = Schedule([(0, 0.0)], "staircase")
+    agent = IQNAgent(config, SPACE, spaces.Discrete(2), "cpu", seed=0)
+    obs = {"observation": np.zeros((200, 2), np.float32)}
+    assert agent.act(obs, RunPhase.EVALUATE).was_greedy.all()
+    assert agent.act(obs, RunPhase.HEATUP).was_greedy.dtype == np.bool_
+
+
+def test_observe_stores_truncation_and_greediness_and_counts_every_episode():
+    """A truncated step ends the episode in memory (its window is complete); a non-greedy step is stored as
+    such; every handle_episode_ended adds one episode."""
+    agent = IQNAgent(gate_config(n_steps=3, discard_non_greedy_actions_in_nsteps=True), SPACE, spaces.Discrete(2),
+                     "cpu", seed=0)
+    agent.observe(S0, 0, False, 0.0, S1, False, False)
+    agent.observe(S1, 1, True, 1.0, S1, False, True)
+    assert len(agent.memory) == 2 and not agent.memory.storage.greedy[0] and agent.memory.storage.greedy[1]
+    agent.handle_episode_ended()
+    agent.handle_episode_ended()
+    assert agent.counters.episodes == 2
+
+
+def test_train_returns_none_before_learning_and_a_restart_counts_from_its_own_start():
+    """No update yet: train returns None. After a restart without memory (transitions_sampled already high),
+    the replay-ratio gate counts from the sampled count at the new start, so learning resumes."""
+    agent = IQNAgent(gate_config(), SPACE, spaces.Discrete(2), "cpu", seed=0)
+    assert agent.train() is None
+    agent.counters.transitions_sampled = 10_000
+    for _ in range(4):
+        agent.observe(S0, 0, True, 0.0, S1, True, False)
+    assert agent.train() is not None and agent.counters.gradient_updates == 1  # 1 stored since start x 4 / batch 4
+
+
+def test_a_finite_loss_resets_the_non_finite_streak():
+    """Only losses NaN or infinite in a row stop the run: a finite batch in between starts the count again."""
+    agent = IQNAgent(chain_config(batch_size=8, times_used=8.0, start=8), SPACE, spaces.Discrete(2), "cpu", seed=0)
+    for _ in range(8):
+        agent.observe(S0, 0, True, 0.0, S1, True, False)
+    batch = agent.sample_batch()
+    nan_batch = agent.sample_batch()
+    nan_batch.returns[:] = float("nan")
+    for _ in range(MAX_CONSECUTIVE_NON_FINITE - 1):
+        agent.learn_from_batch(nan_batch)
+    agent.learn_from_batch(batch)
+    assert agent.consecutive_non_finite_losses == 0
+    for _ in range(MAX_CONSECUTIVE_NON_FINITE - 1):
+        agent.learn_from_batch(nan_batch)
+    assert agent.non_finite_losses == 2 * (MAX_CONSECUTIVE_NON_FINITE - 1)
+
+
+def test_default_target_sync_is_a_copy_and_old_checkpoints_load():
+    """sync_target_network() copies the online network; a checkpoint without the non-finite count loads as 0."""
+    agent = IQNAgent(gate_config(), SPACE, spaces.Discrete(2), "cpu", seed=0)
+    with torch.no_grad():
+        for p in agent.online_network.parameters():
+            p.add_(0.5)
+    agent.sync_target_network()
+    for t, o in zip(agent.target_network.parameters(), agent.online_network.parameters()):
+        assert torch.equal(t, o)
+    state = agent.state_dict(include_memory=False)
+    del state["non_finite_losses"]
+    agent.non_finite_losses = 5
+    agent.load_state_dict(state)
+    assert agent.non_finite_losses == 0

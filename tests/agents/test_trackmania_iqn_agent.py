@@ -270,3 +270,58 @@ def test_checkpoint_keeps_running_losses_episode_generator_and_test_buffer():
     assert len(other.test_memory) == len(agent.test_memory)
     light = agent.state_dict(include_memory=False)
     assert "test_memory" not in light and "memory" not in light
+
+
+def test_same_seed_routes_and_samples_alike():
+    """One seed drives the test-buffer routing, the training memory and the test buffer: two agents built with
+    it and fed the same steps route the same episodes and draw the same batches."""
+    agents = [small_sim_agent(**{"memory.buffer_test_ratio": 0.5})[0] for _ in range(2)]
+    for agent in agents:
+        for t in range(60):
+            synthetic_step(agent, t % 3, t % 3 == 2)
+    a, b = agents
+    assert a.test_memory.transitions_added == b.test_memory.transitions_added
+    np.testing.assert_array_equal(a.memory.sample(8, 0.9).indices, b.memory.sample(8, 0.9).indices)
+    np.testing.assert_array_equal(a.test_memory.sample(8, 0.9).indices, b.test_memory.sample(8, 0.9).indices)
+    assert a.episode_rng.random() != a.exploration.rng.random()  # its own stream, not the exploration's
+
+
+def test_both_memories_store_what_is_observed():
+    """Training memory and test buffer both store the reward, the episode end (terminated or truncated) and
+    the greediness of each step."""
+    agent, _ = small_sim_agent(**{"memory.buffer_test_ratio": 0.5})
+    space = agent.observation_space
+    obs = {k: np.zeros(s.shape, s.dtype) for k, s in space.spaces.items()}
+    for episode in range(40):
+        agent.observe(obs, 1, False, 2.5, obs, False, False)
+        agent.observe(obs, 2, True, 2.5, obs, episode % 2 == 0, episode % 2 == 1)
+    for memory in (agent.memory, agent.test_memory):
+        storage = memory.storage
+        written = np.flatnonzero(storage.ready[: storage.size])
+        assert len(memory) == memory.transitions_added > 0  # every episode ended, every window complete
+        assert np.all(storage.rewards[written] == 2.5)
+        assert np.array_equal(storage.greedy[written], storage.actions[written] == 2)
+        assert storage.terminated[written].sum() > 0 and storage.terminated[written].sum() < len(written) // 2
+
+
+def test_test_buffer_is_uniform_and_horizon_follows_the_environment():
+    """With prioritized replay the test buffer stays uniform; the mini-race horizon is the environment's."""
+    agent, _ = small_sim_agent(**{"memory.buffer_test_ratio": 0.2, "memory.prio_alpha": 0.6,
+                                  "environment.temporal_mini_race_duration_ms": 5000})
+    assert agent.memory.prioritized and not agent.test_memory.prioritized
+    assert agent.memory.assembler.horizon == agent.config.mini_race_horizon < 140
+
+
+def test_scaling_applies_from_a_clamp_ratio_of_1_and_old_checkpoints_load():
+    """Any positive clamp ratio scales (1 included); a checkpoint without the running losses or the test buffer
+    loads them as 0.01 and keeps the agent's own buffer."""
+    agent, _ = small_sim_agent(**{"training.target_self_loss_clamp_ratio": 1.0, "memory.buffer_test_ratio": 0.5})
+    loss = torch.tensor([1.0, 1.0])
+    out = agent.scale_loss(loss, torch.tensor([[0.0, 2.0], [1.0, 5.0]]), torch.tensor([[0.25, 0.75]] * 2), True)
+    assert not torch.equal(out, loss)
+    state = agent.state_dict(include_memory=True)
+    assert "memory" in state and "test_memory" in state
+    light = agent.state_dict(include_memory=False)
+    del light["typical_self_loss"], light["typical_clamped_self_loss"]
+    agent.load_state_dict(light)
+    assert agent.typical_self_loss == agent.typical_clamped_self_loss == 0.01 and agent.test_memory is not None

@@ -148,3 +148,10 @@ def test_q_network_is_the_head_on_the_embedded_features():
     obs = {"observation": torch.randn(4, 3)}
     torch.testing.assert_close(net(obs), net.head(net.embedder(obs)))
     assert net(obs).shape == (4, 2) and all((l.bias == 0).all() for l in linears(net))
+
+
+def test_q_network_uses_the_given_embedder_factories():
+    """An embedder factory given for a name replaces the default embedder of that observation."""
+    space = spaces.Dict({"observation": spaces.Box(-1, 1, (3,), np.float32)})
+    net = QNetwork(space, 2, [8], 8, dueling=False, embedder_factories={"observation": lambda s: VectorEmbedder(3, [5])})
+    assert net.embedder.output_size == 5
