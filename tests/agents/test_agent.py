@@ -105,6 +105,7 @@ def test_replay_ratio_gate_matches_hand_counts():
     assert agent.counters.transitions_sampled == 8 * updates[-1]
 
 
+@pytest.mark.reliability
 def test_non_finite_loss_skips_the_batch_counts_it_and_stops_when_it_persists():
     """A NaN reward makes the loss NaN: no optimizer step (weights unchanged), counted in the stats;
     MAX_CONSECUTIVE_NON_FINITE in a row raise a RuntimeError naming the count and fixes."""

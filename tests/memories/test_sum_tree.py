@@ -54,6 +54,7 @@ def test_rebuild_and_resize_keep_the_mapped_leaves():
     assert tree.max == leaves[keep].max()
 
 
+@pytest.mark.reliability
 def test_rejects_negative_or_nan_priorities():
     """Negative or NaN priorities would corrupt every total: they are refused."""
     tree = SumTree(4)
