@@ -9,9 +9,10 @@
 #
 # Each TARGET is a file or a folder of the repository. Its tests are the mirrored test path
 # (rulka/schedules.py -> tests/rulka/test_schedules.py; agents -> tests/agents), or TESTS="..."
-# to choose them. The run happens in a scratch copy of the working tree (mutmut writes a
+# to choose them; DESELECT="NODEID ..." leaves tests out (pytest --deselect: a node id or a prefix of
+# one, e.g. the minutes-long learning tests when mutating agents/). The run happens in a scratch copy of the working tree (mutmut writes a
 # mutants/ folder and a [mutmut] config there), so the repository is left untouched.
-# Environment: PYTHON (default: python), TESTS, KEEP=1 keeps the scratch copy, JOBS (default 2).
+# Environment: PYTHON (default: python), TESTS, DESELECT, KEEP=1 keeps the scratch copy, JOBS (default 2).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -65,9 +66,10 @@ top_levels=$(printf '%s\n' "$@" | sed 's#/.*##' | sort -u)
     echo "pytest_add_cli_args ="
     echo "    -p"
     echo "    no:cacheprovider"
+    for d in ${DESELECT:-}; do echo "    --deselect"; echo "    $d"; done
 } >> "$work/setup.cfg"
 
-echo "mutation_test: mutating $* in $work, tests: ${tests[*]}" >&2
+echo "mutation_test: mutating $* in $work, tests: ${tests[*]}${DESELECT:+, deselected: $DESELECT}" >&2
 cd "$work"
 "$PYTHON" -m mutmut run --max-children "$JOBS" > mutmut_run.log 2>&1 || {
     tail -40 mutmut_run.log >&2; echo "mutation_test: mutmut run failed (log above)" >&2; exit 1; }

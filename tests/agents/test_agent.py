@@ -105,6 +105,7 @@ def test_replay_ratio_gate_matches_hand_counts():
     assert agent.counters.transitions_sampled == 8 * updates[-1]
 
 
+@pytest.mark.reliability
 def test_non_finite_loss_skips_the_batch_counts_it_and_stops_when_it_persists():
     """A NaN reward makes the loss NaN: no optimizer step (weights unchanged), counted in the stats;
     MAX_CONSECUTIVE_NON_FINITE in a row raise a RuntimeError naming the count and fixes."""
@@ -168,3 +169,240 @@ def test_agents_import_nothing_from_environments():
                 names = [node.module]
             offenders += [f"{path.name}: {n}" for n in names if n == "environments" or n.startswith("environments.")]
     assert list(root.rglob("*.py")) and offenders == []
+
+
+def gate_config(**training) -> ExperimentConfig:
+    """A small IQN configuration; ``training`` overrides TrainingParameters fields."""
+    config = chain_config(batch_size=4, start=4, times_used=4.0)
+    for k, v in training.items():
+        setattr(config.training, k, v)
+    return config
+
+
+def test_heatup_acts_at_random_and_training_acts_on_q():
+    """Heatup: uniformly random actions, none counted greedy, no Q computed. Training: the exploration
+    policy chooses from the network's Q (E, A), at the step of its schedule's counter."""
+    agent = IQNAgent(gate_config(), SPACE, spaces.Discrete(2), "cpu", seed=0)
+    obs = {"observation": np.zeros((500, 2), np.float32)}
+    info = agent.act(obs, RunPhase.HEATUP)
+    assert info.q_values is None and not info.was_greedy.any() and info.actions.shape == (500,)
+    assert 0.4 < (info.actions == 1).mean() < 0.6
+    agent.config.exploration.epsilon_schedule = Schedule([(0, 0.0), (10, 1.0)], "linear")
+    agent.config.exploration.epsilon_boltzmann_schedule = Schedule([(0, 0.0)], "staircase")
+    agent.exploration = agent.create_exploration_policy(0)
+    info = agent.act(obs, RunPhase.TRAIN)  # env_steps 0: epsilon 0, greedy
+    assert info.q_values.shape == (500, 2) and info.was_greedy.all()
+    np.testing.assert_array_equal(info.actions, info.q_values.argmax(axis=1))
+    agent.counters.env_steps = 10  # epsilon 1: random, about half not greedy
+    assert 0.35 < (~agent.act(obs, RunPhase.TRAIN).was_greedy).mean() < 0.65
+
+
+def test_exploration_policy_is_built_from_the_configuration():
+    """The exploration section reaches the policy: evaluation_epsilon, Boltzmann schedule and tau."""
+    config = gate_config()
+    config.exploration.evaluation_epsilon = 1.0
+    config.exploration.tau_epsilon_boltzmann = 0.25
+    config.exploration.epsilon_boltzmann_schedule = Schedule([(0, 0.7)], "staircase")
+    policy = IQNAgent(config, SPACE, spaces.Discrete(2), "cpu", seed=0).exploration
+    assert policy.evaluation_epsilon == 1.0 and policy.tau == 0.25 and policy.num_actions == 2
+    assert policy.epsilon_boltzmann_schedule.value(0) == 0.7
+
+
+def test_schedules_run_at_global_schedule_speed():
+    """lr and gamma are read at counter x global_schedule_speed."""
+    config = gate_config(global_schedule_speed=2.0, lr_schedule=Schedule([(0, 1.0), (100, 0.0)], "linear"),
+                         gamma_schedule=Schedule([(0, 0.5), (100, 0.9)], "linear"))
+    agent = IQNAgent(config, SPACE, spaces.Discrete(2), "cpu", seed=0)
+    agent.counters.env_steps = 25
+    assert agent.learning_rate() == pytest.approx(0.5) and agent.gamma() == pytest.approx(0.7)
+    assert agent.schedule_step(config.training.lr_schedule) == 50.0
+
+
+def test_observe_counts_and_follows_the_memory_size_schedule():
+    """Each observed step counts one env step; the memory is resized when memory_size_schedule says so;
+    episodes are counted when they end."""
+    config = gate_config()
+    config.memory.memory_size_schedule = Schedule([(0, (100, 4)), (3, (300, 4))], "staircase")
+    agent = IQNAgent(config, SPACE, spaces.Discrete(2), "cpu", seed=0)
+    for _ in range(2):
+        agent.observe(S0, 0, True, 0.0, S1, False, False)
+    assert agent.counters.env_steps == 2 and agent.memory.capacity == 100
+    agent.observe(S0, 0, True, 0.0, S1, True, False)
+    assert agent.counters.env_steps == 3 and agent.memory.capacity == 300
+    agent.handle_episode_ended()
+    assert agent.counters.episodes == 1 and len(agent.memory) == 3
+
+
+def test_abandoned_episode_never_becomes_sampleable():
+    """abandon_episode drops the open n-step windows of an episode cut without a final state."""
+    config = gate_config(n_steps=3)
+    agent = IQNAgent(config, SPACE, spaces.Discrete(2), "cpu", seed=0)
+    for _ in range(2):
+        agent.observe(S0, 0, True, 0.0, S1, False, False)
+    agent.abandon_episode()
+    for _ in range(5):
+        agent.observe(S0, 0, True, 0.0, S1, False, False)
+    assert len(agent.memory) == 2  # the first 2 of the new episode; none of the abandoned ones
+
+
+@pytest.mark.parametrize("start, batch_size, needed", [(10, 4, 10), (2, 6, 6)])
+def test_learning_waits_for_the_larger_of_start_size_and_batch(start, batch_size, needed):
+    """can_learn once the memory holds max(start_learning_size, batch_size) transitions."""
+    config = chain_config(batch_size=batch_size, start=start)
+    agent = IQNAgent(config, SPACE, spaces.Discrete(2), "cpu", seed=0)
+    for i in range(1, needed + 1):
+        assert agent.can_learn() is False
+        agent.observe(S0, 0, True, 0.0, S1, True, False)
+    assert agent.can_learn() is True
+
+
+def test_optimize_returns_the_gradient_norm_and_clips_it():
+    """optimize returns the norm before clipping; gradients are clipped to clip_grad_norm, then each value to
+    clip_grad_value."""
+    agent = IQNAgent(gate_config(), SPACE, spaces.Discrete(2), "cpu", seed=0)
+    params = list(agent.online_network.parameters())
+    count = sum(p.numel() for p in params)
+    agent.config.neural_network.clip_grad_norm = 1e9
+    agent.config.neural_network.clip_grad_value = 0.5
+    norm = agent.optimize(sum((3.0 * p).sum() for p in params))
+    assert norm == pytest.approx(3.0 * count ** 0.5, rel=1e-5)
+    assert all(torch.all(p.grad == 0.5) for p in params)
+    agent.config.neural_network.clip_grad_norm = 1.0
+    agent.config.neural_network.clip_grad_value = 1000.0
+    agent.optimize(sum((3.0 * p).sum() for p in params))
+    total = torch.sqrt(sum((p.grad ** 2).sum() for p in params)).item()
+    assert total == pytest.approx(1.0, rel=1e-4)
+
+
+def test_weight_decay_multiplies_the_weights_after_each_step():
+    """weight_decay_lr_ratio d: after a step that moves nothing (zero gradient) every weight is w * (1 - lr d)."""
+    agent = IQNAgent(gate_config(weight_decay_lr_ratio=0.1, lr_schedule=Schedule([(0, 0.5)], "staircase")), SPACE,
+                     spaces.Discrete(2), "cpu", seed=0)
+    before = [p.detach().clone() for p in agent.online_network.parameters()]
+    agent.optimize(sum((0.0 * p).sum() for p in agent.online_network.parameters()))
+    for b, p in zip(before, agent.online_network.parameters()):
+        torch.testing.assert_close(p.detach(), b * 0.95)
+
+
+def test_training_uses_the_scheduled_learning_rate_and_reports_its_stats():
+    """Every update sets the optimizer's lr from lr_schedule; the stats carry loss, grad_norm, mean_q and the
+    non-finite count; the update counters move."""
+    agent = IQNAgent(gate_config(lr_schedule=Schedule([(0, 0.25)], "staircase")), SPACE, spaces.Discrete(2), "cpu",
+                     seed=0)
+    agent.optimizer.param_groups[0]["lr"] = 123.0
+    for _ in range(4):
+        agent.observe(S0, 0, True, 1.0, S1, True, False)
+    stats = agent.train()
+    assert agent.optimizer.param_groups[0]["lr"] == 0.25
+    assert set(stats) == {"loss", "grad_norm", "mean_q", "non_finite_losses"} and stats["non_finite_losses"] == 0.0
+    assert agent.counters.gradient_updates == agent.counters.transitions_sampled // 4 > 0
+
+
+def test_target_sync_copies_buffers_too():
+    """Buffers (the embedders' normalisation statistics) are copied to the target, whatever tau."""
+    agent = IQNAgent(gate_config(), SPACE, spaces.Discrete(2), "cpu", seed=0)
+    online_buffers = dict(agent.online_network.named_buffers())
+    online_buffers["embedder.embedders.observation.mean"].fill_(3.0)
+    agent.sync_target_network(0.1)
+    target_buffers = dict(agent.target_network.named_buffers())
+    assert torch.all(target_buffers["embedder.embedders.observation.mean"] == 3.0)
+
+
+def test_checkpoint_restores_counters_and_every_generator():
+    """state_dict / load_state_dict: networks, counters, gate, non-finite count, the exploration and memory
+    generators and the global torch / numpy / python generators come back, so the run goes on identically."""
+    import random
+
+    config = gate_config()
+    agent = IQNAgent(config, SPACE, spaces.Discrete(2), "cpu", seed=0)
+    feed_chain(agent, 20, np.random.default_rng(0))
+    agent.non_finite_losses = 3
+    state = agent.state_dict(include_memory=True)
+    draws = (agent.exploration.rng.random(), agent.memory.rng.random(), torch.rand(1).item(), np.random.rand(),
+             random.random())
+    other = IQNAgent(config, SPACE, spaces.Discrete(2), "cpu", seed=1)
+    other.load_state_dict(state)
+    assert (other.exploration.rng.random(), other.memory.rng.random(), torch.rand(1).item(), np.random.rand(),
+            random.random()) == draws
+    assert other.counters == agent.counters and other.non_finite_losses == 3
+    assert other.learning_started_at_transition == agent.learning_started_at_transition
+    assert other.transitions_sampled_at_learning_start == agent.transitions_sampled_at_learning_start
+    assert other.transitions_sampled_at_last_target_update == agent.transitions_sampled_at_last_target_update
+    assert len(other.memory) == len(agent.memory)
+    for a, b in zip(agent.target_network.parameters(), other.target_network.parameters()):
+        assert torch.equal(a, b)
+    for a, b in zip(agent.online_network.parameters(), other.online_network.parameters()):
+        assert torch.equal(a, b)
+    assert other.optimizer.state_dict()["state"].keys() == agent.optimizer.state_dict()["state"].keys()
+    light = IQNAgent(config, SPACE, spaces.Discrete(2), "cpu", seed=1)
+    light.load_state_dict(agent.state_dict(include_memory=False))
+    assert light.learning_started_at_transition is None and len(light.memory) == 0
+
+
+def test_evaluation_acts_with_the_evaluation_epsilon():
+    """In evaluation the training epsilon is ignored: epsilon 1 in training, evaluation_epsilon 0, all greedy;
+    heatup's was_greedy is a boolean mask."""
+    config = gate_config()
+    config.exploration.epsilon_schedule = Schedule([(0, 1.0)], "staircase")
+    config.exploration.epsilon_boltzmann_schedule = Schedule([(0, 0.0)], "staircase")
+    agent = IQNAgent(config, SPACE, spaces.Discrete(2), "cpu", seed=0)
+    obs = {"observation": np.zeros((200, 2), np.float32)}
+    assert agent.act(obs, RunPhase.EVALUATE).was_greedy.all()
+    assert agent.act(obs, RunPhase.HEATUP).was_greedy.dtype == np.bool_
+
+
+def test_observe_stores_truncation_and_greediness_and_counts_every_episode():
+    """A truncated step ends the episode in memory (its window is complete); a non-greedy step is stored as
+    such; every handle_episode_ended adds one episode."""
+    agent = IQNAgent(gate_config(n_steps=3, discard_non_greedy_actions_in_nsteps=True), SPACE, spaces.Discrete(2),
+                     "cpu", seed=0)
+    agent.observe(S0, 0, False, 0.0, S1, False, False)
+    agent.observe(S1, 1, True, 1.0, S1, False, True)
+    assert len(agent.memory) == 2 and not agent.memory.storage.greedy[0] and agent.memory.storage.greedy[1]
+    agent.handle_episode_ended()
+    agent.handle_episode_ended()
+    assert agent.counters.episodes == 2
+
+
+def test_train_returns_none_before_learning_and_a_restart_counts_from_its_own_start():
+    """No update yet: train returns None. After a restart without memory (transitions_sampled already high),
+    the replay-ratio gate counts from the sampled count at the new start, so learning resumes."""
+    agent = IQNAgent(gate_config(), SPACE, spaces.Discrete(2), "cpu", seed=0)
+    assert agent.train() is None
+    agent.counters.transitions_sampled = 10_000
+    for _ in range(4):
+        agent.observe(S0, 0, True, 0.0, S1, True, False)
+    assert agent.train() is not None and agent.counters.gradient_updates == 1  # 1 stored since start x 4 / batch 4
+
+
+def test_a_finite_loss_resets_the_non_finite_streak():
+    """Only losses NaN or infinite in a row stop the run: a finite batch in between starts the count again."""
+    agent = IQNAgent(chain_config(batch_size=8, times_used=8.0, start=8), SPACE, spaces.Discrete(2), "cpu", seed=0)
+    for _ in range(8):
+        agent.observe(S0, 0, True, 0.0, S1, True, False)
+    batch = agent.sample_batch()
+    nan_batch = agent.sample_batch()
+    nan_batch.returns[:] = float("nan")
+    for _ in range(MAX_CONSECUTIVE_NON_FINITE - 1):
+        agent.learn_from_batch(nan_batch)
+    agent.learn_from_batch(batch)
+    assert agent.consecutive_non_finite_losses == 0
+    for _ in range(MAX_CONSECUTIVE_NON_FINITE - 1):
+        agent.learn_from_batch(nan_batch)
+    assert agent.non_finite_losses == 2 * (MAX_CONSECUTIVE_NON_FINITE - 1)
+
+
+def test_default_target_sync_is_a_copy_and_old_checkpoints_load():
+    """sync_target_network() copies the online network; a checkpoint without the non-finite count loads as 0."""
+    agent = IQNAgent(gate_config(), SPACE, spaces.Discrete(2), "cpu", seed=0)
+    with torch.no_grad():
+        for p in agent.online_network.parameters():
+            p.add_(0.5)
+    agent.sync_target_network()
+    for t, o in zip(agent.target_network.parameters(), agent.online_network.parameters()):
+        assert torch.equal(t, o)
+    state = agent.state_dict(include_memory=False)
+    del state["non_finite_losses"]
+    agent.non_finite_losses = 5
+    agent.load_state_dict(state)
+    assert agent.non_finite_losses == 0

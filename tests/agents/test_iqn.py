@@ -88,3 +88,71 @@ def test_soft_target_update_moves_target_by_tau():
     agent.sync_target_network(0.25)
     for b, t, o in zip(before, agent.target_network.parameters(), agent.online_network.parameters()):
         assert torch.allclose(t, b + 0.25 * (o - b))
+
+
+class LinearQuantiles(torch.nn.Module):
+    """Z(s, tau, a) = base[s, a] + tau * slope[s, a] for one-hot states: (B, N, A)."""
+
+    def __init__(self, base, slope) -> None:
+        super().__init__()
+        self.base = torch.nn.Parameter(torch.tensor(base, dtype=torch.float32))
+        self.slope = torch.tensor(slope, dtype=torch.float32)
+
+    def forward(self, observations, taus):
+        s = observations["observation"]  # (B, 3) one-hot
+        return (s @ self.base).unsqueeze(1) + taus.unsqueeze(-1) * (s @ self.slope).unsqueeze(1)
+
+
+def quantile_batch():
+    """s0 --a1, R 0.5, discount 0.9--> s1 (weight 1); s2 --a0, R 2, discount 0.5--> s1 (weight 0.5)."""
+    from rulka.core_types import TransitionBatch
+    eye = torch.eye(3)
+    return TransitionBatch(states={"observation": eye[[0, 2]]}, actions=torch.tensor([1, 0]),
+                           returns=torch.tensor([0.5, 2.0]), discounts=torch.tensor([0.9, 0.5]),
+                           next_states={"observation": eye[[1, 1]]}, weights=torch.tensor([1.0, 0.5]),
+                           indices=np.array([0, 1]))
+
+
+@pytest.mark.parametrize("use_ddqn", [False, True])
+def test_iqn_targets_bootstrap_from_one_action_chosen_by_quantile_mean(use_ddqn):
+    """targets = R + discount * Z_target(s', a*, tau') with a* the argmax of the quantile mean of the target
+    network (of the online network with use_ddqn); predicted = Z_online(s, a, tau) of the taken action."""
+    agent = small_agent()
+    agent.config.neural_network.use_ddqn = use_ddqn
+    # in s1 the target network prefers action 1 (mean 3 > 2), the online network action 0
+    agent.target_network = LinearQuantiles([[0, 0], [1.5, 2.5], [0, 0]], [[0, 0], [1, 1], [0, 0]])
+    agent.online_network = LinearQuantiles([[0, 1], [9, 0], [4, 0]], [[0, 2], [0, 0], [3, 0]])
+    predicted, targets, taus, target_taus = agent.quantiles(quantile_batch())
+    n = agent.config.neural_network.iqn_n
+    assert predicted.shape == targets.shape == taus.shape == target_taus.shape == (2, n)
+    torch.testing.assert_close(predicted, torch.stack([1 + 2 * taus[0], 4 + 3 * taus[1]]))
+    base = 1.5 if use_ddqn else 2.5  # Z_target(s1, a*) = base + tau'
+    expected = torch.tensor([[0.5], [2.0]]) + torch.tensor([[0.9], [0.5]]) * (base + target_taus)
+    torch.testing.assert_close(targets, expected)
+    assert not torch.equal(taus, target_taus)  # independent fractions for the two networks
+
+
+def test_iqn_loss_priorities_and_stats_by_hand():
+    """loss = mean(weight * quantile Huber); priority error = |mean(predicted) - mean(target)| per sample;
+    mean_q = mean of the predicted quantiles."""
+    agent = small_agent()
+    agent.target_network = LinearQuantiles([[0, 0], [1.5, 2.5], [0, 0]], [[0, 0], [1, 1], [0, 0]])
+    agent.online_network = LinearQuantiles([[0, 1], [9, 0], [4, 0]], [[0, 2], [0, 0], [3, 0]])
+    torch.manual_seed(3)
+    predicted, targets, taus, _ = agent.quantiles(quantile_batch())
+    torch.manual_seed(3)
+    out = agent.compute_loss(quantile_batch())
+    per_sample = quantile_huber_loss(predicted, targets, taus, agent.config.neural_network.iqn_kappa)
+    assert out.loss.item() == pytest.approx((per_sample * torch.tensor([1.0, 0.5])).mean().item(), rel=1e-6)
+    torch.testing.assert_close(out.priority_errors, (predicted.mean(1) - targets.mean(1)).abs())
+    assert out.stats["mean_q"] == pytest.approx(predicted.mean().item(), rel=1e-6)
+    assert not out.priority_errors.requires_grad
+
+
+def test_iqn_acts_on_the_mean_of_iqn_k_quantiles():
+    """q_values averages iqn_k quantiles of the online network."""
+    agent = small_agent()
+    agent.config.neural_network.iqn_k = 6
+    agent.online_network = LinearQuantiles([[0, 1], [9, 0], [4, 0]], [[0, 2], [0, 0], [3, 0]])
+    agent.online_network.q_values = lambda obs, k: torch.full((1, 2), float(k))
+    assert agent.q_values({"observation": torch.eye(3)[:1]}).tolist() == [[6.0, 6.0]]

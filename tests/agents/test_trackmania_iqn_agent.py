@@ -170,3 +170,158 @@ def test_building_the_agent_does_not_touch_the_replay_arrays():
     grown = resident_bytes() - before
     assert agent.memory.nbytes() > 900e6
     assert grown < 0.25 * agent.memory.nbytes()
+
+
+def synthetic_step(agent: TrackManiaIQNAgent, value: float, end: bool) -> None:
+    """One stored step with constant observations (frame and floats filled with ``value``)."""
+    space = agent.observation_space
+    obs = {k: np.full(s.shape, value, s.dtype) for k, s in space.spaces.items()}
+    agent.observe(obs, 0, True, 0.0, obs, end, False)
+
+
+def test_episodes_go_whole_to_the_test_buffer_at_its_share():
+    """With buffer_test_ratio 0.3 about 30 % of episodes go, whole, to the held-out buffer; every step counts
+    as an env step; an abandoned episode is forgotten by both memories and the next episode draws anew."""
+    agent, _ = small_sim_agent(**{"memory.buffer_test_ratio": 0.3})
+    assert agent.test_memory is not None and not agent.test_memory.prioritized
+    for _ in range(200):
+        for t in range(3):
+            synthetic_step(agent, t, t == 2)
+    assert agent.counters.env_steps == 600
+    test_episodes = agent.test_memory.transitions_added / 3
+    assert agent.test_memory.transitions_added % 3 == 0 and agent.memory.transitions_added % 3 == 0
+    assert 0.2 < test_episodes / 200 < 0.4
+    synthetic_step(agent, 0, False)
+    agent.abandon_episode()
+    assert agent._episode_memory is None
+    assert not agent.memory.storage.pending and not agent.test_memory.storage.pending
+
+
+def test_test_buffer_capacity_and_absence():
+    """The held-out buffer holds ceil(capacity x ratio) slots, at least 4 batches; ratio 0 means none."""
+    agent, _ = small_sim_agent(**{"memory.buffer_test_ratio": 0.001})
+    assert agent.test_memory.capacity == 16 * 4  # ceil(2000 x 0.001) = 2 < 64
+    agent, _ = small_sim_agent(**{"memory.buffer_test_ratio": 0.1})
+    assert agent.test_memory.capacity == 200
+    agent, _ = small_sim_agent()
+    assert agent.test_memory is None and agent.test_loss() is None
+
+
+def test_test_loss_leaves_the_running_statistics_alone():
+    """test_loss is None until the held-out buffer holds a batch; then it is the batch's loss with the running
+    typical losses read, not updated."""
+    agent, _ = small_sim_agent(**{"memory.buffer_test_ratio": 0.5})
+    space = agent.observation_space
+
+    def add_to_test_buffer(t: int, end: bool) -> None:
+        obs = {k: np.full(s.shape, t, s.dtype) for k, s in space.spaces.items()}
+        agent.test_memory.add(obs, 0, 1.0, obs, end, False)
+
+    for t in range(15):
+        add_to_test_buffer(t % 5, t % 5 == 4)
+    assert len(agent.test_memory) == 15 and agent.test_loss() is None  # batch 16
+    add_to_test_buffer(0, True)
+    before = (agent.typical_self_loss, agent.typical_clamped_self_loss)
+    loss = agent.test_loss()
+    assert loss is not None and np.isfinite(loss) and loss > 0
+    assert (agent.typical_self_loss, agent.typical_clamped_self_loss) == before
+
+
+def test_mini_race_memory_and_float_head_follow_the_configuration():
+    """The replay is a mini-race replay with the configured clock, horizon and oversampling; the float head
+    normalises with the configured statistics and has the configured width."""
+    agent, _ = small_sim_agent(**{"training.oversample_long_term_steps": 30,
+                                  "training.oversample_maximum_term_steps": 3})
+    config = agent.config
+    assembler = agent.memory.assembler
+    assert assembler.clock_key == "floats" and assembler.clock_index == config.mini_race_clock_index
+    assert assembler.horizon == config.mini_race_horizon
+    assert (assembler.clock_low, assembler.clock_shift) == (-30 + 3, 3)
+    assert assembler.min_horizon == config.min_horizon_to_update_priority_actions
+    floats = agent.online_network.embedder.embedders["floats"]
+    mean, std = config.float_normalization
+    np.testing.assert_allclose(floats.mean.numpy(), mean, rtol=1e-6)
+    np.testing.assert_allclose(floats.std.numpy(), std, rtol=1e-6)
+    assert floats.output_size == config.neural_network.float_hidden_dim == 128
+
+
+def test_no_clamp_ratio_means_no_scaling():
+    """target_self_loss_clamp_ratio <= 0 turns Linesight's scaling off: the losses pass unchanged."""
+    agent, _ = small_sim_agent(**{"training.target_self_loss_clamp_ratio": 0})
+    loss = torch.tensor([1.0, 3.0])
+    out = agent.scale_loss(loss, torch.tensor([[0.0, 2.0], [1.0, 5.0]]), torch.tensor([[0.25, 0.75]] * 2), True)
+    assert torch.equal(out, loss) and agent.typical_self_loss == 0.01
+
+
+def test_checkpoint_keeps_running_losses_episode_generator_and_test_buffer():
+    """state_dict / load_state_dict carry the running typical losses, the episode generator (which episode
+    goes to the test buffer) and the test buffer."""
+    agent, _ = small_sim_agent(**{"memory.buffer_test_ratio": 0.5})
+    for t in range(30):
+        synthetic_step(agent, t % 3, t % 3 == 2)
+    agent.typical_self_loss, agent.typical_clamped_self_loss = 0.7, 0.9
+    state = agent.state_dict(include_memory=True)
+    expected_draw = agent.episode_rng.random()
+    other, _ = small_sim_agent(**{"memory.buffer_test_ratio": 0.5})
+    other.load_state_dict(state)
+    assert (other.typical_self_loss, other.typical_clamped_self_loss) == (0.7, 0.9)
+    assert other.episode_rng.random() == expected_draw
+    assert other.test_memory.transitions_added == agent.test_memory.transitions_added > 0
+    assert len(other.test_memory) == len(agent.test_memory)
+    light = agent.state_dict(include_memory=False)
+    assert "test_memory" not in light and "memory" not in light
+
+
+def test_same_seed_routes_and_samples_alike():
+    """One seed drives the test-buffer routing, the training memory and the test buffer: two agents built with
+    it and fed the same steps route the same episodes and draw the same batches."""
+    agents = [small_sim_agent(**{"memory.buffer_test_ratio": 0.5})[0] for _ in range(2)]
+    for agent in agents:
+        for t in range(60):
+            synthetic_step(agent, t % 3, t % 3 == 2)
+    a, b = agents
+    assert a.test_memory.transitions_added == b.test_memory.transitions_added
+    np.testing.assert_array_equal(a.memory.sample(8, 0.9).indices, b.memory.sample(8, 0.9).indices)
+    np.testing.assert_array_equal(a.test_memory.sample(8, 0.9).indices, b.test_memory.sample(8, 0.9).indices)
+    assert a.episode_rng.random() != a.exploration.rng.random()  # its own stream, not the exploration's
+
+
+def test_both_memories_store_what_is_observed():
+    """Training memory and test buffer both store the reward, the episode end (terminated or truncated) and
+    the greediness of each step."""
+    agent, _ = small_sim_agent(**{"memory.buffer_test_ratio": 0.5})
+    space = agent.observation_space
+    obs = {k: np.zeros(s.shape, s.dtype) for k, s in space.spaces.items()}
+    for episode in range(40):
+        agent.observe(obs, 1, False, 2.5, obs, False, False)
+        agent.observe(obs, 2, True, 2.5, obs, episode % 2 == 0, episode % 2 == 1)
+    for memory in (agent.memory, agent.test_memory):
+        storage = memory.storage
+        written = np.flatnonzero(storage.ready[: storage.size])
+        assert len(memory) == memory.transitions_added > 0  # every episode ended, every window complete
+        assert np.all(storage.rewards[written] == 2.5)
+        assert np.array_equal(storage.greedy[written], storage.actions[written] == 2)
+        assert storage.terminated[written].sum() > 0 and storage.terminated[written].sum() < len(written) // 2
+
+
+def test_test_buffer_is_uniform_and_horizon_follows_the_environment():
+    """With prioritized replay the test buffer stays uniform; the mini-race horizon is the environment's."""
+    agent, _ = small_sim_agent(**{"memory.buffer_test_ratio": 0.2, "memory.prio_alpha": 0.6,
+                                  "environment.temporal_mini_race_duration_ms": 5000})
+    assert agent.memory.prioritized and not agent.test_memory.prioritized
+    assert agent.memory.assembler.horizon == agent.config.mini_race_horizon < 140
+
+
+def test_scaling_applies_from_a_clamp_ratio_of_1_and_old_checkpoints_load():
+    """Any positive clamp ratio scales (1 included); a checkpoint without the running losses or the test buffer
+    loads them as 0.01 and keeps the agent's own buffer."""
+    agent, _ = small_sim_agent(**{"training.target_self_loss_clamp_ratio": 1.0, "memory.buffer_test_ratio": 0.5})
+    loss = torch.tensor([1.0, 1.0])
+    out = agent.scale_loss(loss, torch.tensor([[0.0, 2.0], [1.0, 5.0]]), torch.tensor([[0.25, 0.75]] * 2), True)
+    assert not torch.equal(out, loss)
+    state = agent.state_dict(include_memory=True)
+    assert "memory" in state and "test_memory" in state
+    light = agent.state_dict(include_memory=False)
+    del light["typical_self_loss"], light["typical_clamped_self_loss"]
+    agent.load_state_dict(light)
+    assert agent.typical_self_loss == agent.typical_clamped_self_loss == 0.01 and agent.test_memory is not None

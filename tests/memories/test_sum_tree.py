@@ -54,6 +54,7 @@ def test_rebuild_and_resize_keep_the_mapped_leaves():
     assert tree.max == leaves[keep].max()
 
 
+@pytest.mark.reliability
 def test_rejects_negative_or_nan_priorities():
     """Negative or NaN priorities would corrupt every total: they are refused."""
     tree = SumTree(4)
@@ -63,3 +64,50 @@ def test_rejects_negative_or_nan_priorities():
         tree.update(np.array([1]), np.array([np.nan]))
     with pytest.raises(ValueError):
         tree.find(np.array([0.0]))  # empty tree
+
+
+@pytest.mark.parametrize("capacity", [2, 5, 65])
+def test_small_and_odd_capacities(capacity):
+    """Capacities just above a power of two get enough leaves: every leaf can be set and found."""
+    tree = SumTree(capacity)
+    tree.update(np.arange(capacity), np.arange(capacity) + 1.0)
+    assert tree.total == pytest.approx(capacity * (capacity + 1) / 2)
+    np.testing.assert_array_equal(tree.find(np.cumsum(np.arange(capacity) + 1.0) - 0.5), np.arange(capacity))
+
+
+def test_refusals_name_the_problem():
+    """Out-of-range leaves (below 0 or at capacity), negative priorities, too many leaves, a zero capacity
+    and a search of an empty tree are refused with messages that say what is wrong."""
+    tree = SumTree(4)
+    for bad in ([4], [-1], [0, 4]):
+        with pytest.raises(IndexError, match=r"leaf indices must lie in \[0, 4\)"):
+            tree.update(np.array(bad), 1.0)
+    with pytest.raises(ValueError, match="priorities must be non-negative and not NaN"):
+        tree.update(np.array([1]), np.array([-1.0]))
+    with pytest.raises(ValueError, match="priorities must be non-negative and not NaN"):
+        tree.rebuild(np.array([1.0, -1.0]))
+    with pytest.raises(ValueError, match="5 leaves do not fit in a tree of capacity 4"):
+        tree.rebuild(np.ones(5))
+    with pytest.raises(ValueError, match="at least one leaf, got capacity 0"):
+        SumTree(0)
+    with pytest.raises(ValueError, match="cannot search a sum tree whose total is 0"):
+        tree.find(np.array([0.0]))
+
+
+def test_resize_without_a_map_keeps_the_first_leaves():
+    """resize(n) without keep: leaves 0 .. min(old, new) - 1 stay in place (growing and shrinking)."""
+    tree = SumTree(4)
+    tree.rebuild(np.array([1.0, 2.0, 3.0, 4.0]))
+    tree.resize(6)
+    np.testing.assert_array_equal(tree.leaves, [1, 2, 3, 4, 0, 0])
+    tree.resize(3)
+    np.testing.assert_array_equal(tree.leaves, [1, 2, 3])
+    assert tree.total == 6.0 and tree.max == 3.0
+
+
+def test_rebuild_fills_every_level():
+    """After rebuild the root total and maximum are right for a tree several levels deep."""
+    tree = SumTree(16)
+    tree.rebuild(np.arange(16.0))
+    assert tree.total == 120.0 and tree.max == 15.0
+    np.testing.assert_array_equal(tree.find(np.array([0.5, 119.5])), [1, 15])

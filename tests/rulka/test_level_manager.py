@@ -33,6 +33,7 @@ class Broken(gym.Env):
         return {"observation": obs}, reward, False, False, {}
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize("where", ["observation", "reward"])
 def test_non_finite_steps_are_refused_naming_the_environment_and_step(where):
     """A NaN observation or infinite reward stops at the LevelManager with the env's name and step."""

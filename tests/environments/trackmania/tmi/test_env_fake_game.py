@@ -152,6 +152,7 @@ def test_doing_nothing_is_cut_off_by_the_no_progress_rule(make_env):
     assert terminated and server.start_rewinds == 1 and len(launcher.servers) == 1
 
 
+@pytest.mark.reliability
 def test_game_hang_mid_race_truncates_as_discarded_then_relaunches(make_env):
     """A game that stops answering ends the episode truncated + discarded; reset() relaunches and races."""
     env, launcher = make_env(per_launch=[{"hang_at_ms": 400}])
@@ -170,6 +171,7 @@ def test_game_hang_mid_race_truncates_as_discarded_then_relaunches(make_env):
     assert terminated and info["finished"]
 
 
+@pytest.mark.reliability
 def test_dropped_connection_mid_race_truncates_as_discarded_then_reconnects(make_env):
     """A connection dropped mid-race ends the episode discarded; reset() reconnects to the same game."""
     env, launcher = make_env(per_launch=[{"drop_at_ms": 300}])

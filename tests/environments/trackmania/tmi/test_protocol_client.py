@@ -120,6 +120,7 @@ def test_bgra_to_gray_uses_itu_601_weights():
         bgra_to_gray(b"\x00" * 7, 1, 2)
 
 
+@pytest.mark.reliability
 def test_truncated_payload_names_message_and_expectation():
     """A payload cut short by a closed connection raises TMInterfaceConnectionClosed naming the id."""
     c, peer = pair()

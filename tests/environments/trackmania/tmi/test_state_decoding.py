@@ -96,6 +96,7 @@ def test_decoder_reads_the_documented_absolute_offsets():
     assert decode_checkpoints(bytes(blob) + cp) == ([True, False], [700, -1, -1])
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize("cut", [0, 100, 8344, MIN_STATE_SIZE - 1])
 def test_truncated_blob_raises_state_decode_error(cut):
     """A blob shorter than the fixed part or its checkpoint arrays raises StateDecodeError."""
