@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import importlib.util
 import pkgutil
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from types import ModuleType
 import presets as presets_package
 from rulka.config import ConfigError
 from rulka.graph_manager import GraphManager
+from rulka.user_modules import import_file
 
 
 class PresetError(ConfigError):
@@ -32,12 +32,7 @@ def load_preset_module(name_or_path: str) -> ModuleType:
         path = Path(name_or_path).expanduser().resolve()
         if not path.is_file():
             raise PresetError(f"preset file not found: {path}")
-        module_name = f"rulka_user_preset_{path.stem}"
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-        return module
+        return import_file(f"rulka_user_preset_{path.stem}", path)
     names = available_presets()
     if name_or_path not in names:
         close = difflib.get_close_matches(name_or_path, names, n=1)

@@ -32,6 +32,7 @@ from rulka.collection.collector import Collector
 from rulka.collection.rollout import Rollout
 from rulka.collection.setup import CollectorSetup
 from rulka.collection.shared import SharedPolicy, SharedStatus
+from rulka.user_modules import UserModules
 from rulka.core_types import Counters
 
 log = logging.getLogger(__name__)
@@ -76,9 +77,9 @@ def build_collector(setup: CollectorSetup, collector_id: int, incarnation: int, 
                                 continues=False, before_acting=before_acting)
 
 
-def _collector_main(setup: CollectorSetup, collector_id: int, incarnation: int, device: str, torch_threads: int,
-                    policy: SharedPolicy, status: SharedStatus, conn: Any, slots: Any) -> None:
-    """Body of a collector process."""
+def _collector_main(_modules: UserModules, setup: CollectorSetup, collector_id: int, incarnation: int, device: str,
+                    torch_threads: int, policy: SharedPolicy, status: SharedStatus, conn: Any, slots: Any) -> None:
+    """Body of a collector process (``_modules``, unpickled first, imported the user's preset files)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the learner stops us
     torch.set_num_threads(max(1, torch_threads))
     parent = tmp.parent_process()
@@ -198,7 +199,7 @@ class ProcessCollection:
         slots = self.ctx.Semaphore(self.slots_per_collector)
         process = self.ctx.Process(
             target=_collector_main, name=f"rulka-collector-{collector_id}", daemon=True,
-            args=(self.setup, collector_id, incarnation, str(self.device), self.torch_threads, self.policy,
+            args=(UserModules(), self.setup, collector_id, incarnation, str(self.device), self.torch_threads, self.policy,
                   self.status, sender, slots),
         )
         self.status.heartbeat[collector_id] = time.monotonic() + STARTUP_GRACE_S

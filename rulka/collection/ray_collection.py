@@ -38,6 +38,7 @@ from rulka.collection.rollout import Rollout
 from rulka.collection.setup import CollectorSetup
 from rulka.config import ConfigError
 from rulka.core_types import Counters
+from rulka.user_modules import UserModules
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +81,9 @@ def connect(address: str | None) -> Any:
 class RayCollectorActor:
     """Body of one collector actor (made remote by :func:`_actor_class`)."""
 
-    def __init__(self, setup: CollectorSetup, collector_id: int, incarnation: int, device: str,
-                 torch_threads: int) -> None:
+    def __init__(self, _modules: UserModules, setup: CollectorSetup, collector_id: int, incarnation: int,
+                 device: str, torch_threads: int) -> None:
+        """``_modules``, deserialised first, imported the user's preset files on this node."""
         import ray
 
         torch.set_num_threads(max(1, torch_threads))
@@ -199,7 +201,7 @@ class RayCollection:
 
     def _spawn(self, collector_id: int) -> None:
         self.incarnations[collector_id] += 1
-        handle = self.actor_class.remote(self.setup, collector_id, self.incarnations[collector_id],
+        handle = self.actor_class.remote(UserModules(), self.setup, collector_id, self.incarnations[collector_id],
                                          str(self.device), self.torch_threads)
         now = time.monotonic()
         actor = _Actor(collector_id, self.incarnations[collector_id], handle, now, last_result=now + STARTUP_GRACE_S)

@@ -105,7 +105,7 @@ def runtime_names() -> set[str]:
     cartpole = logged_names("cartpole_dqn", 800, training={"evaluate_every_n_env_steps": 400, "evaluation_episodes": 2})
     sim = logged_names("trackmania_iqn_sim", 1200, memory={"buffer_test_ratio": 0.3,
                                                            "number_times_single_memory_is_used_before_discard": 16.0},
-                       performance={"torch_num_threads": 1})
+                       performance={"torch_num_threads": 1, "gpu_collectors_count": 0, "envs_per_collector": 1})
     return cartpole | sim | finished_race_names()
 
 
