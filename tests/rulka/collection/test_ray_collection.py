@@ -129,9 +129,6 @@ def test_trackmania_iqn_sim_trains_with_ray_collectors(ray, tmp_path):
 
 
 @pytest.mark.golden
-@pytest.mark.skipif(os.environ.get("RULKA_RAY_GOLDEN") != "1",
-                    reason="opt-in (RULKA_RAY_GOLDEN=1): it passes in about 4 min on 2 cores (238 s measured), "
-                           "which the 15-minute suite budget cannot hold beside the in-process golden runs")
 def test_cartpole_iqn_reaches_its_golden_threshold_with_a_ray_collector(ray):
     """cartpole_iqn with one Ray collector actor reaches its preset's threshold within its step limit (seed 0, CPU)."""
     from rulka.presets import load_graph_manager
