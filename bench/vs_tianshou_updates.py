@@ -140,7 +140,8 @@ def main() -> None:
     print(f"torch {torch.__version__}, tianshou {tianshou.__version__}, python {platform.python_version()}, "
           f"{args.threads} torch thread(s), {args.seconds:g} s per contender and size in {args.rounds} turns")
     print("| size | rulka updates/s | Tianshou updates/s | Tianshou, foreach RAdam | bare updates/s |"
-          " rulka / Tianshou | rulka / Tianshou foreach | rulka / bare | parameters (rulka, Tianshou) |")
+          " rulka / Tianshou | rulka / Tianshou foreach | rulka / bare (range over turns) |"
+          " parameters (rulka, Tianshou) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for size in args.sizes.split(","):
         if size == "sim":
@@ -159,18 +160,22 @@ def main() -> None:
             for _ in range(5):
                 update()
         totals = {name: [0, 0.0] for name in contenders}
+        turn_ratios = []  # rulka / bare in each turn: the spread says how much the machine's noise moves it
         for _ in range(args.rounds):
+            turn = {}
             for name, update in contenders.items():
                 done, elapsed = timed(update, args.seconds / args.rounds)
                 totals[name][0] += done
                 totals[name][1] += elapsed
+                turn[name] = done / elapsed
+            turn_ratios.append(turn["rulka"] / turn["bare"])
         rate = {name: done / elapsed for name, (done, elapsed) in totals.items()}
         fmt = lambda x, spec: "-" if x is None else format(x, spec)  # noqa: E731
         t, tf = rate.get("tianshou"), rate.get("tianshou_foreach")
         r3 = lambda x: "-" if x is None else (f"{x:.0f}" if x >= 100 else f"{x:.3g}")  # noqa: E731
         cells = [size, r3(rate["rulka"]), r3(t), r3(tf), r3(rate["bare"]),
                  fmt(rate["rulka"] / t if t else None, ".2f"), fmt(rate["rulka"] / tf if tf else None, ".2f"),
-                 fmt(rate["rulka"] / rate["bare"], ".2f"),
+                 f"{rate['rulka'] / rate['bare']:.2f} ({min(turn_ratios):.2f}-{max(turn_ratios):.2f})",
                  f"{params['rulka']:,}, {fmt(params.get('tianshou'), ',')}"]
         print("| " + " | ".join(cells) + " |", flush=True)
     print(f"finished {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
