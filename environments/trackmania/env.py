@@ -124,8 +124,10 @@ class TrackManiaEnv(gym.Env):
         self._progress = progress
         self._furthest_progress = max(self._furthest_progress, progress)
         end = self.end_rules(state.finished, state.race_time_ms, self._last_new_zone_ms)
-        end = self.end_rules.explain_unfinished(end, self._furthest_progress >= self.zones.finish_progress_m,
-                                                len(state.checkpoint_times_ms), len(self.track.checkpoint_s))
+        if end.truncated:
+            end = self.end_rules.explain_unfinished(end, self._furthest_progress >= self.zones.finish_progress_m,
+                                                    len(state.checkpoint_times_ms), len(self.track.checkpoint_s),
+                                                    self.tracker.held_at_checkpoint(state.position))
         self.state = state
         self._steps += 1
         if end.truncated:

@@ -65,14 +65,23 @@ class EpisodeEndRules:
 
     @staticmethod
     def explain_unfinished(end: EpisodeEnd, reached_line_end: bool, checkpoints_passed: int,
-                           n_checkpoints: int) -> EpisodeEnd:
-        """Name the missed gate of a race cut off after reaching the end of the reference line.
+                           n_checkpoints: int, held_at_checkpoint: int | None = None) -> EpisodeEnd:
+        """Name the missed gate of a race cut off at a checkpoint or after reaching the end of the line.
 
-        ``missed_checkpoint_K_of_N`` when checkpoint K (1-based) was never crossed within its gate,
-        else ``missed_finish_gate`` (the car crossed the finish line off the gate, or the game has
-        not counted it). Other ends are returned unchanged.
+        ``held_at_checkpoint`` is the checkpoint K (1-based) whose zone the car went past too far
+        from it (:meth:`ZoneTracker.held_at_checkpoint`): ``missed_checkpoint_K_of_N`` when the game
+        has not counted K (the car went round its gate), else ``far_from_checkpoint_K_of_N`` (the game
+        counted it, but the car crossed more than the zone rule's radius from it, so its progress
+        stopped there). After the end of the line: ``missed_checkpoint_K_of_N`` when checkpoint K
+        was never crossed within its gate, else ``missed_finish_gate`` (the car crossed the finish
+        line off the gate, or the game has not counted it). Other ends are returned unchanged.
         """
-        if not end.truncated or not reached_line_end:
+        if not end.truncated:
+            return end
+        if held_at_checkpoint is not None and not reached_line_end:
+            reason = "missed" if checkpoints_passed < held_at_checkpoint else "far_from"
+            return EpisodeEnd(False, True, f"{reason}_checkpoint_{held_at_checkpoint}_of_{n_checkpoints}")
+        if not reached_line_end:
             return end
         if checkpoints_passed < n_checkpoints:
             return EpisodeEnd(False, True, f"missed_checkpoint_{checkpoints_passed + 1}_of_{n_checkpoints}")

@@ -177,3 +177,17 @@ class ZoneTracker:
         if cur > self.furthest:
             self.furthest = cur
         return cur
+
+    def held_at_checkpoint(self, position: np.ndarray) -> int | None:
+        """The real checkpoint (1-based, in line order) that stops the zone from advancing, or None.
+
+        That is when the point after the furthest zone is paired with a real checkpoint and the car at
+        ``position`` (3,) is outside its radius: it went past the checkpoint too far from it (off its
+        gate), so its progress stays where the checkpoint is.
+        """
+        zones, nxt = self.zones, self.furthest + 1
+        if not self.use_real_checkpoints or nxt >= self._n or not math.isfinite(zones.checkpoint_radius[nxt]):
+            return None
+        if float(np.linalg.norm(zones.checkpoint_position[nxt] - position)) < zones.checkpoint_radius[nxt]:
+            return None
+        return int(np.isfinite(zones.checkpoint_radius[: nxt + 1]).sum())

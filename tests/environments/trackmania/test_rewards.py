@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from environments.trackmania.baseline import BaselineDriver
 from environments.trackmania.env import TrackManiaEnv
@@ -55,6 +56,32 @@ def test_shaping_leaves_the_reward_unshaped_and_reports_the_potential():
     assert min(seen) >= -2.5 and max(seen) <= -0.2 and len(set(np.round(seen, 4))) > 5
 
 
+@pytest.mark.parametrize("gate_counts", [False, True], ids=["gate_missed", "gate_counted"])
+def test_race_held_at_a_checkpoint_names_it_instead_of_no_progress(monkeypatch, gate_counts):
+    """A car that drives past a real checkpoint too far from it (outside the zone rule's radius) makes
+    no progress beyond it; its race ends naming that checkpoint, not 'no_progress':
+    'missed_checkpoint_1_of_2' when the game did not count the gate, 'far_from_checkpoint_1_of_2'
+    when it did. (30-minute runs on 'short' ended hundreds of races as 'no_progress' at exactly
+    checkpoint 2's progress.)"""
+    import dataclasses
+
+    from environments.trackmania.sim import backend as sim_backend
+
+    if not gate_counts:
+        real = sim_backend.sim_geometry
+        monkeypatch.setattr(sim_backend, "sim_geometry",
+                            lambda track: dataclasses.replace(real(track), gate_half_width=-1.0))
+    env = TrackManiaEnv(track="short", backend_options={"render": False})
+    paired = np.isfinite(env.zones.checkpoint_radius)
+    env.zones.checkpoint_radius[paired] = 1e-3  # the driver passes near the line, never within 1 mm of it
+    driver = BaselineDriver(env.track)
+    _, info, _, terminated, truncated = _drive(env, lambda: driver.act(env.state))
+    first_checkpoint_m = env.track.checkpoint_s[0]
+    assert truncated and not terminated and abs(info["progress_m"] - first_checkpoint_m) < 25.0
+    expected = "far_from_checkpoint_1_of_2" if gate_counts else "missed_checkpoint_1_of_2"
+    assert info["end_reason"] == expected
+
+
 def test_race_past_the_line_end_off_the_gate_names_the_missed_gate(monkeypatch):
     """A race that reaches the end of the reference line without the game counting the finish ends
     naming the gate it missed (here every gate is made unreachable: checkpoint 1 of the 2 of
@@ -75,6 +102,9 @@ def test_race_past_the_line_end_off_the_gate_names_the_missed_gate(monkeypatch):
     assert EpisodeEndRules.explain_unfinished(cut, True, 1, 3).reason == "missed_checkpoint_2_of_3"
     assert EpisodeEndRules.explain_unfinished(cut, True, 3, 3).reason == "missed_finish_gate"
     assert EpisodeEndRules.explain_unfinished(cut, False, 1, 3).reason == "no_progress"
+    assert EpisodeEndRules.explain_unfinished(cut, False, 1, 3, held_at_checkpoint=2).reason == "missed_checkpoint_2_of_3"
+    assert EpisodeEndRules.explain_unfinished(cut, False, 2, 3, held_at_checkpoint=2).reason == "far_from_checkpoint_2_of_3"
+    assert EpisodeEndRules.explain_unfinished(cut, True, 3, 3, held_at_checkpoint=1).reason == "missed_finish_gate"
     finished = EpisodeEnd(True, False, "finished")
     assert EpisodeEndRules.explain_unfinished(finished, True, 3, 3) is finished
 
