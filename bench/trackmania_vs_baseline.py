@@ -2,13 +2,15 @@
 with the classical driver, shipped and tuned (``rulka baseline --tune``).
 
     python bench/trackmania_vs_baseline.py [--minutes 30] [--rows short:0,short:1,...] [--out DIR] [-cp K=V ...]
-    python bench/trackmania_vs_baseline.py --summarize RUN_DIR --track short --minutes 30
+    python bench/trackmania_vs_baseline.py --summarize RUN_DIR [RUN_DIR ...] [--minutes 30]
 
 Default rows: ``short`` with seeds 0, 1, 2, then ``medium``, ``technical``, ``procedural:1`` and
 ``procedural:2`` with seed 0; each trains for ``--minutes`` of wall time. One table row per run: the
 wall time to the agent's first finish, to its first race faster than the shipped driver and than the
 tuned driver (any race, exploring or greedy), and the best greedy race time divided by the tuned
 driver's (below 1: the agent beats it). Each run folder keeps its ``races.csv`` and a ``curve.png``.
+``--summarize`` prints the table again from run folders already trained (their track from the run's
+``config_snapshot.yaml``, their seed from the folder's name), without training.
 Goal (issue 11): on ``short`` a ratio <= 0.97 within 30 minutes in 3 of 3 seeds on 2 CPU cores;
 every other track finished within 30 minutes.
 """
@@ -17,10 +19,13 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import re
 import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from environments.trackmania.baseline import run_baseline, tune_baseline
 from rulka.config import apply_overrides
@@ -127,7 +132,7 @@ def summarize(run_dir: Path, track: str, minutes: float, refs: References) -> di
     if rows:
         plot(rows, refs.tuned_s, run_dir / "curve.png")
     return {
-        "actions": rows[-1]["env_steps"] if rows else "0", "races": str(len(rows)),
+        "actions": rows[-1]["env_steps"] if rows else "0", "races": str(len(rows)), "finished": str(len(finished)),
         "first finish (min)": first(finished), "beats shipped (min)": first(finished, refs.shipped_s),
         "beats tuned (min)": first(finished, refs.tuned_s),
         "best greedy (s)": f"{best_greedy:.2f}" if greedy else "-",
@@ -135,7 +140,27 @@ def summarize(run_dir: Path, track: str, minutes: float, refs: References) -> di
     }
 
 
-COLUMNS = ("track", "seed", "minutes", "shipped (s)", "tuned (s)", "actions", "races", "first finish (min)",
+def table_row(track: str, seed: str, minutes: float, refs: References, run_dir: Path) -> dict[str, str]:
+    return {"track": track, "seed": seed, "minutes": f"{minutes:g}", "shipped (s)": f"{refs.shipped_s:.2f}",
+            "tuned (s)": f"{refs.tuned_s:.2f}", **summarize(run_dir, track, minutes, refs)}
+
+
+def run_folder_track_and_seed(run_dir: Path) -> tuple[str, str]:
+    """The track a bench run trained on (its config snapshot's map cycle) and its seed (the
+    ``TRACK_seedN`` folder name this bench gives it; ``?`` for a folder named otherwise)."""
+    snapshot = run_dir / "config_snapshot.yaml"
+    if not (run_dir / "races.csv").is_file() or not snapshot.is_file():
+        raise SystemExit(f"{run_dir} is not a training run folder (it needs races.csv and config_snapshot.yaml); "
+                         "pass the folders this bench made, e.g. RUNS/short_seed0")
+    entries = (yaml.safe_load(snapshot.read_text()) or {}).get("map_cycle", {}).get("entries") or []
+    tracks = {str(e.get("short_name")) for e in entries}
+    if len(tracks) != 1:
+        raise SystemExit(f"{run_dir} trained on {sorted(tracks) or 'no map'}; this bench summarizes one-track runs")
+    seed = re.search(r"_seed(\d+)$", run_dir.name)
+    return tracks.pop(), seed.group(1) if seed else "?"
+
+
+COLUMNS = ("track", "seed", "minutes", "shipped (s)", "tuned (s)", "actions", "races", "finished", "first finish (min)",
            "beats shipped (min)", "beats tuned (min)", "best greedy (s)", "best greedy / tuned")
 
 
@@ -151,34 +176,33 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=30.0, help="wall-time budget per row (default 30)")
     parser.add_argument("--rows", default=DEFAULT_ROWS, help=f"TRACK:SEED,... (default {DEFAULT_ROWS})")
     parser.add_argument("--out", default=None, help="parent folder of the run folders (default: a temporary one)")
-    parser.add_argument("--summarize", metavar="RUN_DIR", default=None,
-                        help="do not train: one row from an existing run's races.csv (with --track)")
-    parser.add_argument("--track", default="short", help="the track of --summarize")
+    parser.add_argument("--summarize", metavar="RUN_DIR", nargs="+", default=None,
+                        help="do not train: the table from run folders this bench made (their races.csv)")
     parser.add_argument("-cp", "--custom-parameter", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a preset parameter as `rulka -cp` does, e.g. -cp performance.gpu_collectors_count=1")
     args = parser.parse_args()
 
-    if args.summarize:
-        refs = references(args.track)
-        print_table([{"track": args.track, "seed": "?", "minutes": f"{args.minutes:g}", "shipped (s)":
-                      f"{refs.shipped_s:.2f}", "tuned (s)": f"{refs.tuned_s:.2f}",
-                      **summarize(Path(args.summarize), args.track, args.minutes, refs)}])
-        return
-    plan = parse_rows(args.rows)
-    out = Path(args.out or tempfile.mkdtemp(prefix="rulka_bench_"))
     cache: dict[str, References] = {}
-    table = []
-    for track, seed in plan:
+
+    def refs_of(track: str) -> References:
         if track not in cache:
             cache[track] = references(track)
             print(f"{track}: shipped driver {cache[track].shipped_s:.2f} s, tuned driver {cache[track].tuned_s:.2f} s "
                   f"({cache[track].tuned_setting})", flush=True)
+        return cache[track]
+
+    if args.summarize:
+        runs = [(Path(d), *run_folder_track_and_seed(Path(d))) for d in args.summarize]
+        print_table([table_row(track, seed, args.minutes, refs_of(track), run_dir) for run_dir, track, seed in runs])
+        return
+    plan = parse_rows(args.rows)
+    out = Path(args.out or tempfile.mkdtemp(prefix="rulka_bench_"))
+    table = []
+    for track, seed in plan:
+        refs = refs_of(track)
         run_dir = out / f"{track.replace(':', '_')}_seed{seed}"
         train(track, seed, args.minutes, run_dir, args.custom_parameter)
-        refs = cache[track]
-        table.append({"track": track, "seed": str(seed), "minutes": f"{args.minutes:g}",
-                      "shipped (s)": f"{refs.shipped_s:.2f}", "tuned (s)": f"{refs.tuned_s:.2f}",
-                      **summarize(run_dir, track, args.minutes, refs)})
+        table.append(table_row(track, str(seed), args.minutes, refs, run_dir))
         print(f"done: {track} seed {seed} ({run_dir})", flush=True)
     print(f"run folders: {out}")
     print_table(table)

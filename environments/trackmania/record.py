@@ -3,6 +3,7 @@ top-down PNG of the driven trajectory over the track (Pillow); and the pictures 
 (:func:`write_race_pictures`), drawn for a saved best run by :func:`record_best_run`."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -55,13 +56,9 @@ def _overlay(frame: np.ndarray, speed_kmh: float, action: int | None, race_time_
     return img
 
 
-_FONT: list = []
-
-
-def _overlay_font():
-    if not _FONT:
-        _FONT.append(ImageFont.load_default(size=10))
-    return _FONT[0]
+@functools.cache
+def _overlay_font() -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    return ImageFont.load_default(size=10)
 
 
 def draw_trajectory_png(track: Track, positions: np.ndarray, speeds_kmh: np.ndarray, path: str | Path) -> Path:
