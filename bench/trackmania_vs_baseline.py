@@ -140,6 +140,15 @@ def summarize(run_dir: Path, track: str, minutes: float, refs: References) -> di
     }
 
 
+def end_reasons(run_dir: Path, track: str, minutes: float) -> str:
+    """How the run's races ended (its first ``minutes``), most frequent first: ``reason count, ...``."""
+    counts: dict[str, int] = {}
+    for r in csv.DictReader((run_dir / "races.csv").open()):
+        if float(r["wall_time_s"]) <= minutes * 60 and r["map"] == track:
+            counts[r["end_reason"]] = counts.get(r["end_reason"], 0) + 1
+    return ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
 def table_row(track: str, seed: str, minutes: float, refs: References, run_dir: Path) -> dict[str, str]:
     return {"track": track, "seed": seed, "minutes": f"{minutes:g}", "shipped (s)": f"{refs.shipped_s:.2f}",
             "tuned (s)": f"{refs.tuned_s:.2f}", **summarize(run_dir, track, minutes, refs)}
@@ -164,11 +173,14 @@ COLUMNS = ("track", "seed", "minutes", "shipped (s)", "tuned (s)", "actions", "r
            "beats shipped (min)", "beats tuned (min)", "best greedy (s)", "best greedy / tuned")
 
 
-def print_table(rows: list[dict[str, str]]) -> None:
+def print_table(rows: list[dict[str, str]], run_dirs: list[Path], minutes: float) -> None:
+    """The table, then how each row's races ended."""
     print("| " + " | ".join(COLUMNS) + " |")
     print("|" + "|".join("---" for _ in COLUMNS) + "|")
     for row in rows:
         print("| " + " | ".join(row.get(c, "") for c in COLUMNS) + " |", flush=True)
+    for row, run_dir in zip(rows, run_dirs):
+        print(f"races of {row['track']} seed {row['seed']} ended: {end_reasons(run_dir, row['track'], minutes)}")
 
 
 def main() -> None:
@@ -193,19 +205,21 @@ def main() -> None:
 
     if args.summarize:
         runs = [(Path(d), *run_folder_track_and_seed(Path(d))) for d in args.summarize]
-        print_table([table_row(track, seed, args.minutes, refs_of(track), run_dir) for run_dir, track, seed in runs])
+        print_table([table_row(track, seed, args.minutes, refs_of(track), run_dir) for run_dir, track, seed in runs],
+                    [run_dir for run_dir, _, _ in runs], args.minutes)
         return
     plan = parse_rows(args.rows)
     out = Path(args.out or tempfile.mkdtemp(prefix="rulka_bench_"))
-    table = []
+    table, run_dirs = [], []
     for track, seed in plan:
         refs = refs_of(track)
         run_dir = out / f"{track.replace(':', '_')}_seed{seed}"
         train(track, seed, args.minutes, run_dir, args.custom_parameter)
         table.append(table_row(track, str(seed), args.minutes, refs, run_dir))
+        run_dirs.append(run_dir)
         print(f"done: {track} seed {seed} ({run_dir})", flush=True)
     print(f"run folders: {out}")
-    print_table(table)
+    print_table(table, run_dirs, args.minutes)
 
 
 if __name__ == "__main__":
