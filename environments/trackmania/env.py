@@ -128,9 +128,11 @@ class TrackManiaEnv(gym.Env):
             end = self.end_rules.explain_unfinished(end, self._furthest_progress >= self.zones.finish_progress_m,
                                                     len(state.checkpoint_times_ms), len(self.track.checkpoint_s),
                                                     self.tracker.held_at_checkpoint(state.position))
+            end, lost_reward = self.end_rules.lose_at_missed_gate(end)
+            reward += lost_reward
         self.state = state
         self._steps += 1
-        if end.truncated:
+        if end.truncated or (end.terminated and not state.finished):
             self._end_backend_race()
         return self._observation(state, frame), float(reward), end.terminated, end.truncated, self._info(state,
                                                                                                           end.reason)

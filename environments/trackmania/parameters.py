@@ -213,6 +213,24 @@ class TrackManiaEnvironmentParameters:
 
     Unit: m | Range: 10-50 | Section: rewards | See: environment.shaped_reward_dist_to_cur_vcp
     """
+    missed_gate_ends_race: bool = False
+    """Count a race cut off at a missed gate (``missed_checkpoint_K_of_N``: the car went round a
+    checkpoint's gate; ``missed_finish_gate``) as lost: the last step is terminal, not a truncation,
+    and earns ``reward_on_missed_gate``. Off (as Linesight): the race is truncated at the
+    no-progress cut-off and its last state's value is bootstrapped, so going round a gate costs only
+    the progress reward of the seconds before the cut-off, and the agent can keep doing it. Not in
+    the configuration guide.
+
+    Unit: on/off | Range: False, True | Section: rewards | See: environment.reward_on_missed_gate, environment.cutoff_rollout_if_no_vcp_passed_within_duration_ms
+    """
+    reward_on_missed_gate: float = -8.4
+    """Reward of the last step of a race lost at a missed gate (``missed_gate_ends_race``). Keep it at
+    or below the time penalty of a whole mini-race (``constant_reward_per_ms x
+    temporal_mini_race_duration_ms``, -8.4 by default): losing the race must never pay better than
+    driving on, or the agent learns to end races early.
+
+    Unit: reward | Range: -20 to -8.4 | Section: rewards | See: environment.missed_gate_ends_race, environment.constant_reward_per_ms, environment.temporal_mini_race_duration_ms
+    """
 
     # --- state normalisation (the ``state_normalization`` section; None = built-in defaults) ---
     float_inputs_mean: Optional[list[float]] = None
@@ -318,6 +336,8 @@ TrackManiaEnvironmentParameters.validation_rules = {
     "shaped_reward_dist_to_cur_vcp": FINITE,
     "shaped_reward_min_dist_to_cur_vcp": NON_NEGATIVE,
     "shaped_reward_max_dist_to_cur_vcp": POSITIVE,
+    "missed_gate_ends_race": BOOL,
+    "reward_on_missed_gate": FINITE,
     "float_inputs_mean": optional(list_of(FINITE)),
     "float_inputs_std": optional(list_of(POSITIVE)),
 }

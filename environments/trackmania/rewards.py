@@ -47,11 +47,13 @@ class EpisodeEnd:
 
 
 class EpisodeEndRules:
-    """Finish line -> terminated; race time limit or no new reference point for a while -> truncated."""
+    """Finish line -> terminated; race time limit or no new reference point for a while -> truncated
+    (a race cut off at a missed gate -> terminated, with ``missed_gate_ends_race``)."""
 
     def __init__(self, params: TrackManiaEnvironmentParameters) -> None:
         self.max_race_ms = params.cutoff_rollout_if_race_not_finished_within_duration_ms
         self.max_no_progress_ms = params.cutoff_rollout_if_no_vcp_passed_within_duration_ms
+        self.missed_gate_reward = params.reward_on_missed_gate if params.missed_gate_ends_race else None
 
     def __call__(self, finished: bool, race_time_ms: int, last_new_zone_time_ms: int) -> EpisodeEnd:
         """Decide after one action."""
@@ -86,3 +88,11 @@ class EpisodeEndRules:
         if checkpoints_passed < n_checkpoints:
             return EpisodeEnd(False, True, f"missed_checkpoint_{checkpoints_passed + 1}_of_{n_checkpoints}")
         return EpisodeEnd(False, True, "missed_finish_gate")
+
+    def lose_at_missed_gate(self, end: EpisodeEnd) -> tuple[EpisodeEnd, float]:
+        """With ``missed_gate_ends_race``, a race cut off at a missed gate (an end named by
+        :meth:`explain_unfinished`) is lost: terminated, with ``reward_on_missed_gate`` added to its
+        last step's reward (returned). Any other end is returned unchanged, with 0."""
+        if self.missed_gate_reward is None or not end.truncated or not end.reason.startswith("missed_"):
+            return end, 0.0
+        return EpisodeEnd(True, False, end.reason), self.missed_gate_reward

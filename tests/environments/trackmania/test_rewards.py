@@ -146,3 +146,34 @@ def test_random_policy_is_cut_off_by_the_no_progress_rule():
                 break
         assert truncated and not terminated and info["end_reason"] == "no_progress"
         assert info["race_time_ms"] < 120_000
+
+
+def test_missed_gate_ends_race_makes_the_cut_off_a_loss_with_its_reward(monkeypatch):
+    """With ``missed_gate_ends_race`` a race cut off at a missed gate is lost: the same race (every
+    gate unreachable) ends at the same step with the same name, but terminated instead of truncated,
+    and its last reward is lower by exactly ``reward_on_missed_gate``; the steps before are unchanged.
+    Off (the default, as Linesight) it stays a truncation. Other cut-offs are never made terminal."""
+    import dataclasses
+
+    from environments.trackmania.rewards import EpisodeEnd, EpisodeEndRules
+    from environments.trackmania.sim import backend as sim_backend
+
+    real = sim_backend.sim_geometry
+    monkeypatch.setattr(sim_backend, "sim_geometry", lambda track: dataclasses.replace(real(track), gate_half_width=-1.0))
+    runs = {}
+    for ends in (False, True):
+        params = TrackManiaEnvironmentParameters(missed_gate_ends_race=ends, reward_on_missed_gate=-10.0)
+        env = TrackManiaEnv(params=params, track="short", backend_options={"render": False})
+        driver = BaselineDriver(env.track)
+        runs[ends] = _drive(env, lambda: driver.act(env.state))
+    (r_off, info_off, _, term_off, trunc_off), (r_on, info_on, _, term_on, trunc_on) = runs[False], runs[True]
+    assert trunc_off and not term_off and term_on and not trunc_on and not info_on["finished"]
+    assert info_on["end_reason"] == info_off["end_reason"] == "missed_checkpoint_1_of_2"
+    assert len(r_on) == len(r_off) and np.array_equal(r_on[:-1], r_off[:-1])
+    assert math.isclose(r_on[-1] - r_off[-1], -10.0, abs_tol=1e-9)
+    rules = EpisodeEndRules(TrackManiaEnvironmentParameters(missed_gate_ends_race=True))
+    assert rules.lose_at_missed_gate(EpisodeEnd(False, True, "missed_finish_gate")) == (
+        EpisodeEnd(True, False, "missed_finish_gate"), -8.4)
+    for end in (EpisodeEnd(False, True, "no_progress"), EpisodeEnd(False, True, "far_from_checkpoint_1_of_2"),
+                EpisodeEnd(False, True, "race_time_limit"), EpisodeEnd(True, False, "finished")):
+        assert rules.lose_at_missed_gate(end) == (end, 0.0)
