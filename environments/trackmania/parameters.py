@@ -218,8 +218,7 @@ class TrackManiaEnvironmentParameters:
     checkpoint's gate; ``missed_finish_gate``) as lost: the last step is terminal, not a truncation,
     and earns ``reward_on_missed_gate``. Off (as Linesight): the race is truncated at the
     no-progress cut-off and its last state's value is bootstrapped, so going round a gate costs only
-    the progress reward of the seconds before the cut-off, and the agent can keep doing it. Not in
-    the configuration guide.
+    the progress reward of the seconds before the cut-off, and the agent can keep doing it.
 
     Unit: on/off | Range: False, True | Section: rewards | See: environment.reward_on_missed_gate, environment.cutoff_rollout_if_no_vcp_passed_within_duration_ms
     """
