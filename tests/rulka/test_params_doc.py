@@ -115,10 +115,11 @@ def test_guide_section_aliases_reach_their_field(preset_configs):
     for config in preset_configs.values():
         for row in parameter_rows(config):
             if row.yaml_key and not row.derived and isinstance(row.value, (int, float)):
+                new = (not row.value) if isinstance(row.value, bool) else row.value + 1
                 section, key = row.yaml_key.split(".", 1)
-                changed = apply_dict(config, {section: {key: row.value + 1}})
+                changed = apply_dict(config, {section: {key: new}})
                 home, name = row.key.split(".", 1)
-                assert getattr(getattr(changed, home), name) == row.value + 1, row.yaml_key
+                assert getattr(getattr(changed, home), name) == new, row.yaml_key
                 checked += 1
     assert checked >= 5  # rewards and frame sizes of the TrackMania presets
 
