@@ -22,6 +22,7 @@ import math
 import re
 import tempfile
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,6 +130,7 @@ def summarize(run_dir: Path, track: str, minutes: float, refs: References) -> di
         return f"{float(hits[0]['wall_time_s']) / 60:.1f}" if hits else "-"
 
     best_greedy = min((float(r["race_time_s"]) for r in greedy), default=math.inf)
+    ended = Counter(r["end_reason"] for r in rows)
     if rows:
         plot(rows, refs.tuned_s, run_dir / "curve.png")
     return {
@@ -137,16 +139,8 @@ def summarize(run_dir: Path, track: str, minutes: float, refs: References) -> di
         "beats tuned (min)": first(finished, refs.tuned_s),
         "best greedy (s)": f"{best_greedy:.2f}" if greedy else "-",
         "best greedy / tuned": f"{best_greedy / refs.tuned_s:.3f}" if greedy else "-",
+        "ended": ", ".join(f"{reason} {n}" for reason, n in ended.most_common()),
     }
-
-
-def end_reasons(run_dir: Path, track: str, minutes: float) -> str:
-    """How the run's races ended (its first ``minutes``), most frequent first: ``reason count, ...``."""
-    counts: dict[str, int] = {}
-    for r in csv.DictReader((run_dir / "races.csv").open()):
-        if float(r["wall_time_s"]) <= minutes * 60 and r["map"] == track:
-            counts[r["end_reason"]] = counts.get(r["end_reason"], 0) + 1
-    return ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def table_row(track: str, seed: str, minutes: float, refs: References, run_dir: Path) -> dict[str, str]:
@@ -173,14 +167,14 @@ COLUMNS = ("track", "seed", "minutes", "shipped (s)", "tuned (s)", "actions", "r
            "beats shipped (min)", "beats tuned (min)", "best greedy (s)", "best greedy / tuned")
 
 
-def print_table(rows: list[dict[str, str]], run_dirs: list[Path], minutes: float) -> None:
-    """The table, then how each row's races ended."""
+def print_table(rows: list[dict[str, str]]) -> None:
+    """The table, then how each row's races ended (most frequent end first)."""
     print("| " + " | ".join(COLUMNS) + " |")
     print("|" + "|".join("---" for _ in COLUMNS) + "|")
     for row in rows:
         print("| " + " | ".join(row.get(c, "") for c in COLUMNS) + " |", flush=True)
-    for row, run_dir in zip(rows, run_dirs):
-        print(f"races of {row['track']} seed {row['seed']} ended: {end_reasons(run_dir, row['track'], minutes)}")
+    for row in rows:
+        print(f"races of {row['track']} seed {row['seed']} ended: {row['ended']}")
 
 
 def main() -> None:
@@ -205,21 +199,19 @@ def main() -> None:
 
     if args.summarize:
         runs = [(Path(d), *run_folder_track_and_seed(Path(d))) for d in args.summarize]
-        print_table([table_row(track, seed, args.minutes, refs_of(track), run_dir) for run_dir, track, seed in runs],
-                    [run_dir for run_dir, _, _ in runs], args.minutes)
+        print_table([table_row(track, seed, args.minutes, refs_of(track), run_dir) for run_dir, track, seed in runs])
         return
     plan = parse_rows(args.rows)
     out = Path(args.out or tempfile.mkdtemp(prefix="rulka_bench_"))
-    table, run_dirs = [], []
+    table = []
     for track, seed in plan:
         refs = refs_of(track)
         run_dir = out / f"{track.replace(':', '_')}_seed{seed}"
         train(track, seed, args.minutes, run_dir, args.custom_parameter)
         table.append(table_row(track, str(seed), args.minutes, refs, run_dir))
-        run_dirs.append(run_dir)
         print(f"done: {track} seed {seed} ({run_dir})", flush=True)
     print(f"run folders: {out}")
-    print_table(table, run_dirs, args.minutes)
+    print_table(table)
 
 
 if __name__ == "__main__":

@@ -132,7 +132,7 @@ class TrackManiaEnv(gym.Env):
             reward += lost_reward
         self.state = state
         self._steps += 1
-        if end.truncated or (end.terminated and not state.finished):
+        if (end.truncated or end.terminated) and not state.finished:
             self._end_backend_race()
         return self._observation(state, frame), float(reward), end.terminated, end.truncated, self._info(state,
                                                                                                           end.reason)

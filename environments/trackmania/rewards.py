@@ -44,6 +44,8 @@ class EpisodeEnd:
     terminated: bool
     truncated: bool
     reason: str
+    #: The race was cut off after the car went round a gate (a checkpoint's or the finish's).
+    missed_gate: bool = False
 
 
 class EpisodeEndRules:
@@ -81,18 +83,19 @@ class EpisodeEndRules:
         if not end.truncated:
             return end
         if held_at_checkpoint is not None and not reached_line_end:
-            reason = "missed" if checkpoints_passed < held_at_checkpoint else "far_from"
-            return EpisodeEnd(False, True, f"{reason}_checkpoint_{held_at_checkpoint}_of_{n_checkpoints}")
+            if checkpoints_passed >= held_at_checkpoint:
+                return EpisodeEnd(False, True, f"far_from_checkpoint_{held_at_checkpoint}_of_{n_checkpoints}")
+            return EpisodeEnd(False, True, f"missed_checkpoint_{held_at_checkpoint}_of_{n_checkpoints}", True)
         if not reached_line_end:
             return end
         if checkpoints_passed < n_checkpoints:
-            return EpisodeEnd(False, True, f"missed_checkpoint_{checkpoints_passed + 1}_of_{n_checkpoints}")
-        return EpisodeEnd(False, True, "missed_finish_gate")
+            return EpisodeEnd(False, True, f"missed_checkpoint_{checkpoints_passed + 1}_of_{n_checkpoints}", True)
+        return EpisodeEnd(False, True, "missed_finish_gate", True)
 
     def lose_at_missed_gate(self, end: EpisodeEnd) -> tuple[EpisodeEnd, float]:
-        """With ``missed_gate_ends_race``, a race cut off at a missed gate (an end named by
+        """With ``missed_gate_ends_race``, a race cut off at a missed gate (``end.missed_gate``, set by
         :meth:`explain_unfinished`) is lost: terminated, with ``reward_on_missed_gate`` added to its
         last step's reward (returned). Any other end is returned unchanged, with 0."""
-        if self.missed_gate_reward is None or not end.truncated or not end.reason.startswith("missed_"):
+        if self.missed_gate_reward is None or not end.missed_gate:
             return end, 0.0
-        return EpisodeEnd(True, False, end.reason), self.missed_gate_reward
+        return EpisodeEnd(True, False, end.reason, True), self.missed_gate_reward

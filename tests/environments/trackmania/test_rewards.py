@@ -172,8 +172,10 @@ def test_missed_gate_ends_race_makes_the_cut_off_a_loss_with_its_reward(monkeypa
     assert len(r_on) == len(r_off) and np.array_equal(r_on[:-1], r_off[:-1])
     assert math.isclose(r_on[-1] - r_off[-1], -10.0, abs_tol=1e-9)
     rules = EpisodeEndRules(TrackManiaEnvironmentParameters(missed_gate_ends_race=True))
-    assert rules.lose_at_missed_gate(EpisodeEnd(False, True, "missed_finish_gate")) == (
-        EpisodeEnd(True, False, "missed_finish_gate"), -8.4)
-    for end in (EpisodeEnd(False, True, "no_progress"), EpisodeEnd(False, True, "far_from_checkpoint_1_of_2"),
-                EpisodeEnd(False, True, "race_time_limit"), EpisodeEnd(True, False, "finished")):
+    cut = EpisodeEnd(False, True, "no_progress")
+    at_finish = EpisodeEndRules.explain_unfinished(cut, True, 2, 2)
+    assert rules.lose_at_missed_gate(at_finish) == (EpisodeEnd(True, False, "missed_finish_gate", True), -8.4)
+    far = EpisodeEndRules.explain_unfinished(cut, False, 1, 2, held_at_checkpoint=1)
+    assert far.reason == "far_from_checkpoint_1_of_2"
+    for end in (cut, far, EpisodeEnd(False, True, "race_time_limit"), EpisodeEnd(True, False, "finished")):
         assert rules.lose_at_missed_gate(end) == (end, 0.0)
