@@ -175,3 +175,27 @@ def test_environment_uses_the_maps_checkpoints(monkeypatch, user_data):
     off = TrackManiaEnv(TrackManiaEnvironmentParameters(sync_virtual_and_real_checkpoints=False), track=track,
                         backend=backend())
     assert not np.isfinite(off.zones.checkpoint_radius).any()
+
+
+@pytest.mark.reliability
+def test_preflight_refuses_a_real_game_run_whose_map_checkpoints_cannot_be_read(tmp_path, monkeypatch):
+    """A real-game run with sync_virtual_and_real_checkpoints on and pygbx missing is refused before
+    any game starts, naming the map-cycle entry and the fix."""
+    from rulka.config import ConfigError, apply_overrides
+    from rulka.presets import load_graph_manager
+
+    line = tmp_path / "line.npy"
+    z = np.arange(0.0, 100.0, 0.5)
+    np.save(line, np.stack([np.zeros_like(z), np.zeros_like(z), z], axis=1))
+    monkeypatch.chdir(tmp_path)  # no .env here
+    for key in ("TMI_USER_DATA_PATH", "TMI_TMLOADER_PATH", "TMI_TMLOADER_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("TMI_ACCOUNT_NAME", "bot")
+    monkeypatch.setenv("TMI_LINUX_LAUNCH_SCRIPT", "/bin/true")
+    monkeypatch.setitem(sys.modules, "pygbx", None)
+    graph_manager = load_graph_manager("trackmania_iqn_uni")
+    graph_manager.config = apply_overrides(graph_manager.config, overrides=[
+        f"map_cycle.entries=[{{short_name: a, map_path: 'My Challenges/A.Challenge.Gbx', reference_line_path: {line}}}]"])
+    assert graph_manager.config.environment.sync_virtual_and_real_checkpoints
+    with pytest.raises(ConfigError, match=r"map_cycle entry 'a': .*pygbx"):
+        graph_manager.preflight()
