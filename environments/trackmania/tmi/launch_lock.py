@@ -56,6 +56,7 @@ class LaunchLock:
         """Wait for the lock; write our pid into the file (for the error message of a waiter)."""
         if fcntl is None:
             return
+        # os.open gives a non-inheritable descriptor: the launched game never holds the lock.
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         deadline = time.monotonic() + self.timeout_s
         while True:

@@ -141,7 +141,7 @@ class SubprocessGame:
         """Live processes of this launch that rulka follows: the game (once found) and the
         launcher while it runs."""
         pids = []
-        if self._find_game() is not None and pid_alive(self.game_pid):  # type: ignore[arg-type]
+        if self._game_running():
             pids.append(int(self.game_pid))  # type: ignore[arg-type]
         if self.popen.poll() is None:
             pids.append(int(self.popen.pid))
@@ -155,11 +155,22 @@ class SubprocessGame:
                 self.game_pid = find_game_process(self.game_process_name, self.popen.pid, self.pids_before)
         return self.game_pid
 
+    def _game_running(self) -> bool:
+        """The game was found and its pid is still our game: on Linux the process under that pid
+        still carries this launch's marker, so a pid reused by another program is never followed
+        or killed."""
+        pid = self._find_game()
+        if pid is None or not pid_alive(pid):
+            return False
+        if self.launch_id is None:
+            return True
+        return (process_environ(pid) or {}).get(LAUNCH_MARKER) == self.launch_id or pid in descendants(
+            self.popen.pid, list_processes())
+
     def is_alive(self) -> bool:
         """The game process is running (or the launcher is still starting it)."""
-        pid = self._find_game()
-        if pid is not None:
-            return pid_alive(pid)
+        if self._find_game() is not None:
+            return self._game_running()
         if self.popen.poll() is None:
             return True  # the launcher is still starting the game
         if self._launcher_exited_at is None:
@@ -205,7 +216,7 @@ class SubprocessGame:
         Only the game and the launcher's process group are killed, not every process carrying the
         launch marker: Wine's ``wineserver`` inherits the marker of the launch that started it and is
         shared by every instance of the prefix."""
-        pid = self._find_game()
+        pid = self._find_game() if self._game_running() else None
         if pid is not None:
             kill_pid(pid)
         if self.popen.poll() is None:

@@ -275,3 +275,18 @@ def test_manager_reports_the_pids_and_port_of_its_game(scene):
     assert game in manager.game_pids and manager.port == port
     manager.close()
     assert manager.game_pids == () and not pid_alive(game)
+
+
+def test_a_reused_game_pid_is_neither_followed_nor_killed(scene):
+    """Our game died and another program got its pid: the handle sees a dead game and terminate()
+    leaves that program alive (a pid is ours only while it carries this launch's marker)."""
+    from environments.trackmania.tmi.launcher import SubprocessGame
+
+    launcher = subprocess.Popen(["true"])
+    launcher.wait(timeout=10)
+    stranger = scene.other_game(free_port(), marker=None)
+    game = SubprocessGame(launcher, free_port(), game_process_name=GAME_NAME, launch_id="this-launch")
+    game.game_pid = stranger  # as if the game's pid had been reused by the stranger
+    assert not game.is_alive() and game.pids == ()
+    game.terminate()
+    assert pid_alive(stranger)
