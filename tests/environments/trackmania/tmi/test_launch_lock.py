@@ -29,7 +29,6 @@ from environments.trackmania.tmi.settings import TMISettings
 from .conftest import free_port
 
 pytestmark = [
-    pytest.mark.reliability,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the launch lock and /proc are Linux's"),
 ]
 
@@ -163,6 +162,7 @@ def scene(tmp_path):
     assert not left, f"processes left behind: {left}"
 
 
+@pytest.mark.reliability
 def test_lock_serialises_two_concurrent_launches(scene):
     """Two collectors launch at the same moment: the second launch script starts only after the
     first game serves its port (one launch at a time per machine; the lock is an flock)."""
@@ -193,6 +193,7 @@ def test_lock_serialises_two_concurrent_launches(scene):
         assert not pid_alive(game.game_pid) and not port_listeners(game.port).listening
 
 
+@pytest.mark.reliability
 def test_discovery_ignores_a_stranger_started_at_the_same_time(scene):
     """A process with the game's name that another program starts during our launch (not in the
     launch's process tree either, as a game that Wine detaches) is never taken for our game: the game
@@ -208,6 +209,7 @@ def test_discovery_ignores_a_stranger_started_at_the_same_time(scene):
     assert not pid_alive(ours) and pid_alive(stranger)
 
 
+@pytest.mark.reliability
 def test_an_orphan_of_ours_holding_the_port_is_killed_before_the_launch(scene):
     """A game left by an earlier collector or run (it carries a launch marker) still listens on the
     port: the launch kills it, then starts and finds the new game on that port."""
@@ -222,6 +224,7 @@ def test_an_orphan_of_ours_holding_the_port_is_killed_before_the_launch(scene):
     assert not port_listeners(port).listening
 
 
+@pytest.mark.reliability
 def test_a_stranger_holding_the_port_is_reported_and_left_alive(scene):
     """A program that rulka did not launch listens on the port: the launch refuses with an error that
     names its pid and the fix; the stranger is not killed, no launch script runs, the lock is free."""
@@ -237,6 +240,7 @@ def test_a_stranger_holding_the_port_is_reported_and_left_alive(scene):
         pass
 
 
+@pytest.mark.reliability
 def test_a_failed_launch_raises_and_releases_the_lock(scene):
     """A launch script that exits 1 and starts no game (wrong path in it, say): the launch fails with
     GameLaunchError naming the status, within the grace period, and the lock is released."""
@@ -252,6 +256,7 @@ def test_a_failed_launch_raises_and_releases_the_lock(scene):
         pass
 
 
+@pytest.mark.reliability
 def test_the_lock_waits_for_its_holder_and_times_out_with_the_holders_pid(tmp_path):
     """While one launch holds the lock another waits; past its timeout it fails naming the holder."""
     path = tmp_path / "launch.lock"
@@ -277,6 +282,7 @@ def test_manager_reports_the_pids_and_port_of_its_game(scene):
     assert manager.game_pids == () and not pid_alive(game)
 
 
+@pytest.mark.reliability
 def test_a_reused_game_pid_is_neither_followed_nor_killed(scene):
     """Our game died and another program got its pid: the handle sees a dead game and terminate()
     leaves that program alive (a pid is ours only while it carries this launch's marker)."""
