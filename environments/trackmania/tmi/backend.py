@@ -135,6 +135,17 @@ class TMIBackend(TrackManiaBackend):
             ) from exc
         return self._to_car(result)
 
+    @property
+    def game_pids(self) -> tuple[int, ...]:
+        """Pids of the game instance this backend launched (``()`` when none runs); see
+        :attr:`GameInstanceManager.game_pids`."""
+        return self.manager.game_pids
+
+    @property
+    def game_port(self) -> int:
+        """The port of this backend's game instance."""
+        return self.manager.port
+
     def map_checkpoint_positions(self, track: object) -> np.ndarray | None:
         """The real checkpoints (K, 3) of ``track``'s map, read from its ``.Challenge.Gbx``
         (:mod:`.map_checkpoints`; needs ``pygbx`` and, for a relative map path,

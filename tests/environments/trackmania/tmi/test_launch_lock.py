@@ -266,8 +266,9 @@ def test_the_lock_waits_for_its_holder_and_times_out_with_the_holders_pid(tmp_pa
 
 
 def test_manager_reports_the_pids_and_port_of_its_game(scene):
-    """GameInstanceManager.game_pids and .port say which game it launched (what a collector reports so
+    """GameInstanceManager.game_pids and .port (and TMIBackend.game_pids / game_port) say which game it launched (what a collector reports so
     that its games can be killed when it is replaced); () once the game is stopped."""
+    from environments.trackmania.tmi.backend import TMIBackend
     from environments.trackmania.tmi.game_instance_manager import GameInstanceManager
 
     port = free_port()
@@ -278,6 +279,8 @@ def test_manager_reports_the_pids_and_port_of_its_game(scene):
     manager._launch()  # the launch step of start_race, without the protocol that a fake game lacks
     game = scene.launched_pid(port)
     assert game in manager.game_pids and manager.port == port
+    backend = TMIBackend(manager=manager)
+    assert backend.game_pids == manager.game_pids and backend.game_port == port
     manager.close()
     assert manager.game_pids == () and not pid_alive(game)
 
