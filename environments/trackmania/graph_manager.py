@@ -91,7 +91,8 @@ class TrackManiaGraphManager(BasicRLGraphManager):
         from environments.trackmania.tmi.settings import SettingsError, load_settings
 
         try:
-            load_settings().require_for_launch()
+            settings = load_settings()
+            settings.require_for_launch()
         except SettingsError as error:
             raise ConfigError(f"the real-game backend is unavailable: {str(error).rstrip('.')}. On a machine without TrackMania "
                               f"use {SIM_PRESET_HINT}") from None
@@ -99,6 +100,13 @@ class TrackManiaGraphManager(BasicRLGraphManager):
             if not Path(entry.reference_line_path).is_file():
                 raise ConfigError(f"map_cycle entry '{entry.short_name}': reference line not found at "
                                   f"'{entry.reference_line_path}'. On a machine without TrackMania use {SIM_PRESET_HINT}")
+        if self.config.environment.sync_virtual_and_real_checkpoints:
+            from environments.trackmania.tmi.map_checkpoints import check_map_checkpoints
+
+            for entry in cycle_entries(self.config):
+                problem = check_map_checkpoints(entry.map_path, settings.user_data_path)
+                if problem:
+                    raise ConfigError(f"map_cycle entry '{entry.short_name}': {problem}")
         from environments.trackmania.tmi.game_instance_manager import check_running_speed
 
         check_running_speed(self.config.performance.running_speed)  # warns now, before any game starts

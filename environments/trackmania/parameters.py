@@ -163,7 +163,9 @@ class TrackManiaEnvironmentParameters:
     sync_virtual_and_real_checkpoints: bool = True
     """Pair the real game's checkpoints with the nearest reference points, and only advance onto
     such a point when the car is within 12 m of the real checkpoint: progress cannot count a
-    shortcut that skips a checkpoint the game would refuse."""
+    shortcut that skips a checkpoint the game would refuse. In the real game they are read from the
+    map's .Challenge.Gbx (needs the pygbx extra, pip install 'rulka[tmi]', and TMI_USER_DATA_PATH for
+    relative map paths) and paired with every reference point within 12 m, once per lap."""
 
     # --- frame ---
     W_downsized: int = 160

@@ -14,6 +14,10 @@ import numpy as np
 SMOOTHING_HALF_WINDOW = 5
 #: Distance within which the car must be of a real checkpoint to advance onto its paired point, m.
 REAL_CHECKPOINT_RADIUS_M = 12.0
+#: When map checkpoints are paired within a radius, points this close (either side) to a pairing are
+#: not paired again with the same checkpoint: 100 m at 0.5 m spacing (Linesight's window; a later lap
+#: passes the checkpoint again further along the line).
+LAP_PAIRING_EXCLUSION_POINTS = 200
 #: Distances computed per tracking call (points); the window grows when the car outruns it.
 _WINDOW = 48
 
@@ -66,8 +70,17 @@ class ZoneCenters:
         n_before: int = 20,
         n_after: int = 1000,
         real_checkpoints: np.ndarray | None = None,
+        pair_radius_m: float | None = None,
     ) -> "ZoneCenters":
-        """Build from a raw (N, 3) reference line; ``real_checkpoints`` (K, 3) are paired to their nearest point."""
+        """Build from a raw (N, 3) reference line and pair ``real_checkpoints`` (K, 3) with its points.
+
+        Without ``pair_radius_m`` each checkpoint is paired with its nearest point (checkpoints that lie
+        on the line: the simulator's). With it (checkpoints read from a real map: unordered, start and
+        finish lines included, one block per gate even on multi-lap maps) as Linesight does: each
+        checkpoint is paired with the nearest point within ``pair_radius_m``, then again with the nearest
+        outside :data:`LAP_PAIRING_EXCLUSION_POINTS` of the pairings so far (one per lap), and with
+        none if no point is that close.
+        """
         centers = extrapolate_and_smooth(raw_line, n_before, n_after)
         transitions = 0.5 * (centers[1:] + centers[:-1])
         delta = np.diff(transitions, axis=0)
@@ -77,10 +90,18 @@ class ZoneCenters:
         cp_pos = np.zeros_like(centers)
         cp_radius = np.full(len(centers), np.inf)
         if real_checkpoints is not None and len(real_checkpoints):
+            inner = centers[n_before: len(centers) - n_after]
             for cp in np.asarray(real_checkpoints, dtype=np.float64).reshape(-1, 3):
-                j = int(np.argmin(np.linalg.norm(centers[n_before: len(centers) - n_after] - cp, axis=1))) + n_before
-                cp_pos[j] = cp
-                cp_radius[j] = REAL_CHECKPOINT_RADIUS_M
+                d_cp = np.linalg.norm(inner - cp, axis=1)
+                while True:
+                    j = int(np.argmin(d_cp))
+                    if pair_radius_m is not None and not d_cp[j] < pair_radius_m:
+                        break
+                    cp_pos[j + n_before] = cp
+                    cp_radius[j + n_before] = REAL_CHECKPOINT_RADIUS_M
+                    if pair_radius_m is None:
+                        break
+                    d_cp[max(0, j - LAP_PAIRING_EXCLUSION_POINTS): j + LAP_PAIRING_EXCLUSION_POINTS] = np.inf
         return cls(
             centers=centers,
             first_real=n_before,

@@ -2,7 +2,8 @@
 
 Modules: :mod:`.protocol` (ids, framing), :mod:`.client` (the wire client), :mod:`.state` (state
 blob decoding), :mod:`.materials`, :mod:`.game_instance_manager` (the rollout cycle),
-:mod:`.backend` (``TMIBackend``), :mod:`.launcher`, :mod:`.settings`, and tools: :mod:`.check`,
+:mod:`.backend` (``TMIBackend``), :mod:`.launcher` (with :mod:`.launch_lock` and :mod:`.processes`),
+:mod:`.map_checkpoints` (a map's real checkpoints), :mod:`.settings`, and tools: :mod:`.check`,
 :mod:`.install`, :mod:`.inputs_export`, :mod:`.replay_to_line`, :mod:`.cli`.
 Nothing here imports the optional ``tminterface`` or ``pygbx`` packages at import time.
 

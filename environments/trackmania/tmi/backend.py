@@ -106,6 +106,7 @@ class TMIBackend(TrackManiaBackend):
             )
         self.manager = manager
         self._gear_change_counter = 0.0
+        self._map_checkpoints: dict[str, np.ndarray] = {}
 
     def _to_car(self, result: StepResult) -> tuple[CarState, np.ndarray]:
         car = decode_state(result.state)
@@ -133,6 +134,42 @@ class TMIBackend(TrackManiaBackend):
                 expected=exc.expected,
             ) from exc
         return self._to_car(result)
+
+    @property
+    def game_pids(self) -> tuple[int, ...]:
+        """Pids of the game instance this backend launched (``()`` when none runs); see
+        :attr:`GameInstanceManager.game_pids`."""
+        return self.manager.game_pids
+
+    @property
+    def game_port(self) -> int:
+        """The port of this backend's game instance."""
+        return self.manager.port
+
+    def map_checkpoint_positions(self, track: object) -> np.ndarray | None:
+        """The real checkpoints (K, 3) of ``track``'s map, read from its ``.Challenge.Gbx``
+        (:mod:`.map_checkpoints`; needs ``pygbx`` and, for a relative map path,
+        ``TMI_USER_DATA_PATH``), once per map. ``TrackManiaEnv`` pairs them with the reference line
+        when ``sync_virtual_and_real_checkpoints`` is on.
+
+        None (the track's own ``checkpoint_positions`` are used) when the track gives its checkpoints
+        itself (``checkpoint_s``) or its map path is not a ``.Gbx`` file (e.g. a stand-in game's track).
+        """
+        if getattr(track, "checkpoint_s", None):
+            return None
+        try:
+            map_path = map_path_of(track)
+        except TypeError:
+            return None
+        from .map_checkpoints import is_map_file, read_map_checkpoint_positions
+
+        if not is_map_file(map_path):
+            return None
+        if map_path not in self._map_checkpoints:
+            self._map_checkpoints[map_path] = read_map_checkpoint_positions(
+                map_path, self.manager.settings.user_data_path
+            )
+        return self._map_checkpoints[map_path]
 
     def step(self, inputs: InputState) -> tuple[CarState, np.ndarray]:
         """Hold ``inputs`` for one action (50 ms of race time).

@@ -44,7 +44,7 @@ import numpy as np
 
 from ..backends import RolloutDiscardedError
 from .client import SyncMessage, TMIClient, TMInterfaceConnectError
-from .launcher import GameProcess, Launcher, default_launcher
+from .launcher import GameProcess, Launcher, default_launcher, process_pids
 from .protocol import (
     MessageType,
     TMInterfaceError,
@@ -186,6 +186,14 @@ class GameInstanceManager:
         self._wheels_checked = False
 
     # ------------------------------------------------------------------ lifecycle
+    @property
+    def game_pids(self) -> tuple[int, ...]:
+        """Pids of the game this manager launched and still runs (the game process once found, and
+        its launch script while that runs); ``()`` when no game runs or its handle has no pid (an
+        in-process fake). With :attr:`port`, what a collector reports so that the learner can kill
+        the game of a collector it replaces."""
+        return process_pids(self.process)
+
     def _launch(self) -> None:
         if self._launcher is None:
             self._launcher = default_launcher(self.settings)

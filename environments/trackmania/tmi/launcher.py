@@ -9,27 +9,61 @@ The two real launchers:
 * Windows: ``TMLoader.exe run TmForever "<profile>" /configstring="set custom_port <port>"``.
 * Linux: a user script run as ``<script> <port>`` that does the same under Wine.
 
-Both were written from the documented command lines and are *not* tested against a real game here;
-finding the game's process after the launcher exits is tested with a launcher that starts a detached
-child and exits 0.
+On Linux a launch (:func:`launch_linux_script`):
+
+1. takes the machine's launch lock (:mod:`.launch_lock`): one launch at a time;
+2. frees the port of a game of ours left over from an earlier collector or run (killed), and refuses
+   a port held by anything else (:class:`PortHeldError`, which names the pid; it is not killed);
+3. runs the script with an environment marker, ``RULKA_TMI_LAUNCH_ID=<unique id>`` (and
+   ``RULKA_TMI_PORT``), which the game inherits (Wine passes the Unix environment on);
+4. finds the game by that marker in ``/proc/PID/environ`` (or in the script's process tree), never as
+   "a new process of that name", so a game another program starts at the same time is never taken;
+5. releases the lock once the port is served, or when the launch fails or times out
+   (:class:`GameLaunchError`; what it started is killed).
+
+Written from the documented command lines; *not* tested against a real game or Wine here. The
+Linux steps are tested with launch scripts that start detached fake games.
 """
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from .client import TMInterfaceConnectError
+from .launch_lock import DEFAULT_LOCK_TIMEOUT_S, LaunchLock
+from .processes import (
+    descendants,
+    list_processes,
+    port_listeners,
+    process_cmdline,
+    process_environ,
+    process_info,
+)
 from .settings import TMISettings
+
+log = logging.getLogger(__name__)
+
+#: Environment variable that marks every process a launch started; its value is unique per launch.
+LAUNCH_MARKER = "RULKA_TMI_LAUNCH_ID"
+#: Environment variable with the port the launch was for.
+PORT_MARKER = "RULKA_TMI_PORT"
+#: Default deadline for a launched game to serve its port (a first start under Wine takes minutes).
+DEFAULT_READY_TIMEOUT_S = 600.0
 
 
 @runtime_checkable
 class GameProcess(Protocol):
     """A running game instance. ``port`` is where its plugin listens (it may differ from the port
-    asked for, e.g. a test server bound to port 0)."""
+    asked for, e.g. a test server bound to port 0). A handle may also expose ``pids`` (a tuple of
+    the processes it runs); :func:`process_pids` reads it."""
 
     port: int
 
@@ -41,21 +75,46 @@ class GameProcess(Protocol):
 Launcher = Callable[[int], GameProcess]
 
 
+class GameLaunchError(TMInterfaceConnectError):
+    """The launched game did not serve its port: the script failed, the game died, or the deadline
+    passed. What the launch started has been killed; the manager may retry with a new launch."""
+
+
+class PortHeldError(RuntimeError):
+    """The port is held by a process that is not a game rulka launched; rulka does not kill it."""
+
+
+def process_pids(process: GameProcess | None) -> tuple[int, ...]:
+    """The pids a game handle runs: its ``pids`` if it has them, else its ``popen``'s pid while that
+    runs, else ``()`` (e.g. an in-process fake server)."""
+    if process is None:
+        return ()
+    pids = getattr(process, "pids", None)
+    if pids is not None:
+        return tuple(int(p) for p in pids)
+    popen = getattr(process, "popen", None)
+    if popen is not None and popen.poll() is None:
+        return (int(popen.pid),)
+    return ()
+
+
 class SubprocessGame:
     """A game started through a launcher process (TMLoader, or the user's Wine script).
 
     TMLoader exits once it has started the game, so the launcher's exit status says nothing about
-    the game. As Linesight does, the game's own process is found by name among the processes that
-    appeared after the launch: the one whose parent (Windows) or session (POSIX, where the launcher
-    is started in a new session) is the launcher's, else the only new one. ``is_alive()`` and
-    ``terminate()`` then follow that process, so a hung game is killed and frees its port.
+    the game. The game's own process is found by name among the processes this launch started: on
+    Linux those carrying this launch's marker (``launch_id``) or below the launcher in the process
+    tree; on Windows (no marker can be read there) the launcher's child, else the only new process of
+    that name. ``is_alive()`` and ``terminate()`` then follow that process, so a hung game is killed
+    and frees its port.
 
     Args:
         popen: the launcher process.
         port: where the game's plugin will listen.
         game_process_name: prefix of the game process's name (``TmForever`` matches ``TmForever.exe``).
-        pids_before: game processes that existed before the launch (never ours).
+        pids_before: game processes that existed before the launch (never ours; Windows only).
         find_grace_s: after the launcher exits, how long the game may take to appear.
+        launch_id: this launch's marker value (``RULKA_TMI_LAUNCH_ID``); None on Windows.
     """
 
     def __init__(
@@ -66,34 +125,98 @@ class SubprocessGame:
         game_process_name: str = "TmForever",
         pids_before: set[int] | None = None,
         find_grace_s: float = 30.0,
+        launch_id: str | None = None,
     ) -> None:
         self.popen = popen
         self.port = port
         self.game_process_name = game_process_name
         self.pids_before = set(pids_before or ())
         self.find_grace_s = find_grace_s
+        self.launch_id = launch_id
         self.game_pid: int | None = None
         self._launcher_exited_at: float | None = None
 
+    @property
+    def pids(self) -> tuple[int, ...]:
+        """Live processes of this launch that rulka follows: the game (once found) and the
+        launcher while it runs."""
+        pids = []
+        if self._game_running():
+            pids.append(int(self.game_pid))  # type: ignore[arg-type]
+        if self.popen.poll() is None:
+            pids.append(int(self.popen.pid))
+        return tuple(pids)
+
     def _find_game(self) -> int | None:
         if self.game_pid is None:
-            self.game_pid = find_game_process(self.game_process_name, self.popen.pid, self.pids_before)
+            if self.launch_id is not None:
+                self.game_pid = find_launched_game(self.game_process_name, self.launch_id, self.popen.pid)
+            else:
+                self.game_pid = find_game_process(self.game_process_name, self.popen.pid, self.pids_before)
         return self.game_pid
+
+    def _game_running(self) -> bool:
+        """The game was found and its pid is still our game: on Linux the process under that pid
+        still carries this launch's marker, so a pid reused by another program is never followed
+        or killed."""
+        pid = self._find_game()
+        if pid is None or not pid_alive(pid):
+            return False
+        if self.launch_id is None:
+            return True
+        return (process_environ(pid) or {}).get(LAUNCH_MARKER) == self.launch_id or pid in descendants(
+            self.popen.pid, list_processes())
 
     def is_alive(self) -> bool:
         """The game process is running (or the launcher is still starting it)."""
-        pid = self._find_game()
-        if pid is not None:
-            return pid_alive(pid)
+        if self._find_game() is not None:
+            return self._game_running()
         if self.popen.poll() is None:
             return True  # the launcher is still starting the game
         if self._launcher_exited_at is None:
             self._launcher_exited_at = time.monotonic()
         return time.monotonic() - self._launcher_exited_at < self.find_grace_s
 
+    def wait_until_served(self, timeout_s: float, poll_s: float = 0.05) -> None:
+        """Block until something listens on ``port`` (Linux: ``/proc/net/tcp``, no connection made,
+        so the plugin sees no client).
+
+        Raises:
+            GameLaunchError: the launcher failed, the game died or was never found, or ``timeout_s``
+                passed. The caller kills what was started.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if port_listeners(self.port).listening:
+                if self._find_game() is None:
+                    log.warning("port %d is served but no process named %s* of this launch was found: "
+                                "check TMI_GAME_PROCESS_NAME", self.port, self.game_process_name)
+                return
+            if not self.is_alive():
+                code = self.popen.poll()
+                raise GameLaunchError(
+                    f"the game launched for port {self.port} "
+                    + ("exited" if self.game_pid is not None else
+                       f"was not found (no process named {self.game_process_name}* started by this launch)")
+                    + f" before its plugin listened; the launch script exited with status {code}. Run it by hand "
+                    f"({process_cmdline_of(self.popen)}) and check TMI_GAME_PROCESS_NAME and the plugin "
+                    "(rulka tmi install)"
+                )
+            if time.monotonic() >= deadline:
+                raise GameLaunchError(
+                    f"nothing listened on port {self.port} within {timeout_s:.0f} s of the launch: the plugin is "
+                    "not loaded (the game console says 'Unknown variable: custom_port'), or the start takes "
+                    "longer (raise TMI_START_TIMEOUT_S)"
+                )
+            time.sleep(poll_s)
+
     def terminate(self) -> None:
-        """Kill the game process and whatever is left of the launcher; wait until the game is gone."""
-        pid = self._find_game()
+        """Kill the game process and whatever is left of the launcher; wait until the game is gone.
+
+        Only the game and the launcher's process group are killed, not every process carrying the
+        launch marker: Wine's ``wineserver`` inherits the marker of the launch that started it and is
+        shared by every instance of the prefix."""
+        pid = self._find_game() if self._game_running() else None
         if pid is not None:
             kill_pid(pid)
         if self.popen.poll() is None:
@@ -113,24 +236,16 @@ class SubprocessGame:
             time.sleep(0.02)
 
 
+def process_cmdline_of(popen: subprocess.Popen) -> str:
+    """The launcher's command line, for messages."""
+    args = popen.args
+    return args if isinstance(args, str) else " ".join(str(a) for a in args)
+
+
 # ---------------------------------------------------------------------- processes by name
 def _posix_processes() -> list[tuple[int, str, int, int]]:
     """(pid, name, parent pid, session id) of every process, from /proc."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if fields and fields[0] == "Z":
-            continue  # a zombie is dead
-        out.append((int(entry), name, int(fields[1]), int(fields[3])))
-    return out
+    return [(p.pid, p.name, p.ppid, p.session) for p in list_processes()]
 
 
 def _windows_processes(name: str) -> list[tuple[int, str, int, int]]:
@@ -160,7 +275,9 @@ def game_pids(name: str) -> set[int]:
 
 
 def find_game_process(name: str, launcher_pid: int, pids_before: set[int]) -> int | None:
-    """The game process started by the launcher ``launcher_pid``, or None if not (yet) found."""
+    """Windows: the game process started by the launcher ``launcher_pid`` (its child, else the only
+    new process of that name), or None if not (yet) found or ambiguous. Linux uses
+    :func:`find_launched_game`, which cannot take a stranger's process."""
     procs = _windows_processes(name) if sys.platform.startswith("win") else _posix_processes()
     new = [(pid, ppid, sid) for pid, pname, ppid, sid in procs
            if pname.lower().startswith(name.lower()) and pid not in pids_before]
@@ -170,6 +287,76 @@ def find_game_process(name: str, launcher_pid: int, pids_before: set[int]) -> in
     if not ours and len(new) == 1:
         return new[0][0]
     return None  # nothing yet, or ambiguous (several instances starting at once)
+
+
+def launched_pids(launch_id: str, launcher_pid: int | None = None) -> set[int]:
+    """Linux: pids of the processes a launch started: those whose environment carries
+    ``RULKA_TMI_LAUNCH_ID=launch_id``, and those below ``launcher_pid`` in the process tree."""
+    processes = list_processes()
+    ours = descendants(launcher_pid, processes) if launcher_pid is not None else set()
+    for p in processes:
+        if p.pid not in ours and (process_environ(p.pid) or {}).get(LAUNCH_MARKER) == launch_id:
+            ours.add(p.pid)
+    return ours
+
+
+def find_launched_game(name: str, launch_id: str, launcher_pid: int | None = None) -> int | None:
+    """Linux: the game process (name starting with ``name``) that this launch started, or None.
+
+    Among this launch's processes (:func:`launched_pids`) with the game's name, the top one (whose
+    parent is not one of them; the oldest if several), so a helper process the game starts under the
+    same name is not taken for it. Processes of other launches or programs are never candidates."""
+    candidates = {}
+    for pid in launched_pids(launch_id, launcher_pid):
+        info = process_info(pid)
+        if info is not None and info.name.lower().startswith(name.lower()):
+            candidates[pid] = info
+    tops = [info for info in candidates.values() if info.ppid not in candidates]
+    if not tops:
+        return None
+    return min(tops, key=lambda info: (info.start_ticks, info.pid)).pid
+
+
+def is_our_game(pid: int) -> bool:
+    """Whether ``pid`` was started by a rulka launch (its environment carries ``RULKA_TMI_LAUNCH_ID``)."""
+    return LAUNCH_MARKER in (process_environ(pid) or {})
+
+
+def free_port_of_our_games(port: int, timeout_s: float = 10.0) -> list[int]:
+    """Linux: before a launch, kill a game of ours that still listens on ``port``; returns its pids.
+
+    A game of ours is a process carrying ``RULKA_TMI_LAUNCH_ID`` (left by an earlier collector or
+    run). Anything else is not killed.
+
+    Raises:
+        PortHeldError: a process that is not a game of ours listens on ``port`` (named by pid and
+            command line), or a listener whose owner this user cannot see.
+    """
+    listeners = port_listeners(port)
+    if not listeners.listening:
+        return []
+    if not listeners.pids:
+        raise PortHeldError(
+            f"port {port} is held by a process this user cannot see (another user's program?). Find it with "
+            f"`sudo ss -ltnp 'sport = :{port}'` and stop it, or choose other ports (TMI_BASE_PORT)"
+        )
+    strangers = sorted(pid for pid in listeners.pids if not is_our_game(pid))
+    if strangers:
+        named = "; ".join(f"pid {pid}: {process_cmdline(pid) or '?'}" for pid in strangers)
+        raise PortHeldError(
+            f"port {port} is held by a process that rulka did not launch ({named}). rulka does not kill it: "
+            f"stop it (kill {strangers[0]}) or choose other ports (TMI_BASE_PORT)"
+        )
+    killed = sorted(listeners.pids)
+    log.warning("port %d is held by a game of ours left from an earlier run (pids %s): killing it", port, killed)
+    for pid in killed:
+        kill_pid(pid)
+    deadline = time.monotonic() + timeout_s
+    while port_listeners(port).listening:
+        if time.monotonic() >= deadline:
+            raise PortHeldError(f"port {port} is still held {timeout_s:.0f} s after killing pids {killed}")
+        time.sleep(0.02)
+    return killed
 
 
 def pid_alive(pid: int) -> bool:
@@ -214,19 +401,63 @@ def linux_script_command(settings: TMISettings, port: int) -> list[str]:
     return [str(settings.linux_launch_script), str(int(port))]
 
 
-def default_launcher(settings: TMISettings, platform: str | None = None) -> Launcher:
-    """The launcher for this OS; checks the settings it needs first (clear error if missing)."""
+def launch_linux_script(
+    command: list[str],
+    port: int,
+    *,
+    game_process_name: str = "TmForever",
+    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+    lock_path: str | Path | None = None,
+    lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+    find_grace_s: float = 30.0,
+) -> SubprocessGame:
+    """Linux: run ``command`` (the launch script and its arguments) to start a game on ``port``.
+
+    Under the machine's launch lock: frees the port of a game of ours (:func:`free_port_of_our_games`),
+    starts the script in its own session with ``RULKA_TMI_LAUNCH_ID`` / ``RULKA_TMI_PORT`` in its
+    environment, and waits until the port is served; the lock is released then or on failure.
+
+    Raises:
+        PortHeldError: a stranger's process holds the port (left alive).
+        GameLaunchError: no game served the port within ``ready_timeout_s`` (what was started is killed).
+        LaunchLockTimeout: other launches held the lock for ``lock_timeout_s``.
+    """
+    launch_id = uuid.uuid4().hex
+    with LaunchLock(lock_path, timeout_s=lock_timeout_s):
+        free_port_of_our_games(port)
+        env = dict(os.environ, **{LAUNCH_MARKER: launch_id, PORT_MARKER: str(int(port))})
+        popen = subprocess.Popen(command, start_new_session=True, env=env, stdin=subprocess.DEVNULL)
+        game = SubprocessGame(popen, port, game_process_name=game_process_name, launch_id=launch_id,
+                              find_grace_s=find_grace_s)
+        try:
+            game.wait_until_served(ready_timeout_s)
+        except BaseException:
+            game.terminate()
+            raise
+    log.info("game for port %d is served (game pid %s, launch %s)", port, game.game_pid, launch_id)
+    return game
+
+
+def default_launcher(settings: TMISettings, platform: str | None = None, *,
+                     lock_path: str | Path | None = None) -> Launcher:
+    """The launcher for this OS; checks the settings it needs first (clear error if missing).
+
+    On Linux launches go through :func:`launch_linux_script` (lock, orphan check, marker; the port
+    must be served within ``settings.start_timeout_s``, default 600 s); ``lock_path`` overrides the
+    lock file (tests)."""
     platform = platform or sys.platform
     settings.require_for_launch(platform)
+    ready_timeout_s = settings.start_timeout_s or DEFAULT_READY_TIMEOUT_S
 
     def launch(port: int) -> GameProcess:
-        before = game_pids(settings.game_process_name)
         if platform.startswith("win"):
+            before = game_pids(settings.game_process_name)
             # A single string: TMLoader parses /configstring="..." itself.
             cmd = subprocess.list2cmdline(tmloader_command(settings, port)[:4]) + " " + tmloader_command(settings, port)[4]
             popen = subprocess.Popen(cmd, creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0))
-        else:
-            popen = subprocess.Popen(linux_script_command(settings, port), start_new_session=True)
-        return SubprocessGame(popen, port, game_process_name=settings.game_process_name, pids_before=before)
+            return SubprocessGame(popen, port, game_process_name=settings.game_process_name, pids_before=before)
+        return launch_linux_script(linux_script_command(settings, port), port,
+                                   game_process_name=settings.game_process_name,
+                                   ready_timeout_s=ready_timeout_s, lock_path=lock_path)
 
     return launch

@@ -10,30 +10,42 @@ Keys (all prefixed ``TMI_``):
 key                         meaning
 ==========================  =========================================================================
 TMI_ACCOUNT_NAME            TMNF online account name (console ``set autologin <name>``)
-TMI_GAME_PATH               folder of TmForever.exe (maps are loaded relative to its Tracks folder)
 TMI_TMLOADER_PATH           TMLoader.exe (Windows)
 TMI_TMLOADER_PROFILE        TMLoader profile that loads TMInterface 2 (Windows)
 TMI_LINUX_LAUNCH_SCRIPT     script run as ``<script> <port>`` that starts the game under Wine (Linux)
 TMI_BASE_PORT               port of instance 0; instance i listens on base + i (default 8478)
-TMI_USER_DATA_PATH          the game's user folder (``Documents/TrackMania``): personal-record ghosts
-                            are hidden there before a map loads (optional)
+TMI_USER_DATA_PATH          the game's user folder (``Documents/TrackMania``): map paths are relative to
+                            its ``Tracks/Challenges``, where rulka reads a map's checkpoints
+                            (``sync_virtual_and_real_checkpoints``); personal-record ghosts are hidden
+                            there before a map loads
 TMI_START_TIMEOUT_S         seconds allowed for the plugin to accept after a launch, and for menus,
                             map load and countdown before a race (default 600)
 TMI_GAME_PROCESS_NAME       name of the game's process, found after the launcher exits (default TmForever)
 ==========================  =========================================================================
+
+``TMI_GAME_PATH`` (the game's install folder) was never used and is no longer read: the game loads
+maps relative to ``Tracks/Challenges`` of the *user* folder, ``TMI_USER_DATA_PATH``. Setting it logs
+a warning that says so.
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 DEFAULT_BASE_PORT = 8478
+#: Keys rulka no longer reads, with what to do instead (a warning names them).
+_RETIRED_KEYS = {
+    "TMI_GAME_PATH": "map paths are relative to <TMI_USER_DATA_PATH>/Tracks/Challenges (the game's user folder, "
+                     "Documents/TrackMania); remove TMI_GAME_PATH and set TMI_USER_DATA_PATH",
+}
+
+log = logging.getLogger(__name__)
 
 _KEYS = {
     "account_name": "TMI_ACCOUNT_NAME",
-    "game_path": "TMI_GAME_PATH",
     "tmloader_path": "TMI_TMLOADER_PATH",
     "tmloader_profile": "TMI_TMLOADER_PROFILE",
     "linux_launch_script": "TMI_LINUX_LAUNCH_SCRIPT",
@@ -76,7 +88,6 @@ class TMISettings:
     """Where the game is and who plays it. Fields left ``None`` are not needed on every OS."""
 
     account_name: str | None = None
-    game_path: str | None = None
     tmloader_path: str | None = None
     tmloader_profile: str | None = None
     linux_launch_script: str | None = None
@@ -119,6 +130,9 @@ def load_settings(env_file: str | Path | None = ".env", **overrides: object) -> 
             values[name] = file_values[key]
         if key in os.environ:
             values[name] = os.environ[key]
+    for key, instead in _RETIRED_KEYS.items():
+        if key in file_values or key in os.environ:
+            log.warning("%s is not read by rulka: %s", key, instead)
     valid = {f.name for f in fields(TMISettings)}
     for name, value in overrides.items():
         if name not in valid:

@@ -60,7 +60,7 @@ def detached_launch(tmp_path):
         script.chmod(0o755)
         settings = TMISettings(account_name="bot", linux_launch_script=str(script), game_process_name=GAME_NAME)
         port = free_port()
-        process = default_launcher(settings, platform="linux")(port)
+        process = default_launcher(settings, platform="linux", lock_path=tmp_path / "launch.lock")(port)
         deadline = time.monotonic() + 10
         while not pidfile.exists() or not pidfile.read_text():
             assert time.monotonic() < deadline, "the fake game did not start"
