@@ -193,10 +193,12 @@ class Agent(abc.ABC):
         sampled = self.counters.transitions_sampled - self.transitions_sampled_at_learning_start
         return max(0, int((budget - sampled) // self.config.training.batch_size))
 
-    def train(self) -> dict[str, float] | None:
-        """Train as much as the replay-ratio gate allows; the stats of the last update, if any."""
+    def train(self, max_updates: int | None = None) -> dict[str, float] | None:
+        """Train as much as the replay-ratio gate allows (at most ``max_updates`` batches); the stats
+        of the last update, if any."""
         stats = None
-        for _ in range(self.updates_allowed()):
+        allowed = self.updates_allowed()
+        for _ in range(allowed if max_updates is None else min(allowed, max_updates)):
             for group in self.optimizer.param_groups:
                 group["lr"] = self.learning_rate()
             batch = self.sample_batch()
