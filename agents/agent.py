@@ -165,6 +165,13 @@ class Agent(abc.ABC):
         if capacity != self.memory.capacity:
             self.memory.set_capacity(capacity)
 
+    def begin_stream(self, stream: Any) -> None:
+        """The next observed transitions belong to episode ``stream`` (one key for all the chunks of
+        one episode of one environment; None: unknown). Agents that route episodes use it."""
+
+    def forget_streams(self, dead: Any) -> None:
+        """Forget the open episodes whose stream key satisfies ``dead(stream)`` (their collector died)."""
+
     def abandon_episode(self) -> None:
         """Forget the open n-step windows of an episode cut without a final state."""
         self.memory.end_episode_without_final_state()

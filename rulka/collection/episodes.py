@@ -19,6 +19,7 @@ def store_rollout(agent: Agent, rollout: Rollout) -> None:
     """
     if not rollout.spec.store:
         return
+    agent.begin_stream(rollout.stream)
     last = rollout.length - 1
     cut = not rollout.episode_ended and not rollout.continues
     states = rollout.states
