@@ -85,3 +85,14 @@ def action_lags(clock: UpdateClock, step_policy_updates: np.ndarray, step_times:
     policy_lag = np.maximum(at_choice - step_policy_updates, 0)
     queue_delay = np.maximum(updates_now - at_choice, 0)
     return policy_lag, queue_delay
+
+
+def policy_lag_bound(send_every_n_batches: int, update_every_n_actions: int, gradient_updates: int,
+                     actions_per_environment: float) -> float:
+    """The guide's promise on the policy lag: the learner publishes every ``send_every_n_batches``
+    updates, a collector loads every ``update_every_n_actions`` actions of each environment, so an
+    action's weights are at most ``send_every_n_batches`` plus the updates the learner makes during
+    ``update_every_n_actions`` actions behind (at the run's average rates: ``gradient_updates`` made
+    while each environment played ``actions_per_environment`` actions)."""
+    per_action = gradient_updates / max(actions_per_environment, 1e-9)
+    return send_every_n_batches + update_every_n_actions * per_action

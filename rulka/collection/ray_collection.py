@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -103,10 +104,12 @@ class RayCollectorActor:
         # the fetched arrays are read-only views of the object store; they are only copied from
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         self._ray = ray
-        #: The newest refresh: (sequence number, counters, heatup, (version, updates, [ObjectRef]) or None).
-        #: Replaced as a whole (one assignment) by ``refresh``, which runs in another thread.
-        self.board: tuple[int, np.ndarray, bool, tuple[int, int, list[Any]] | None] = (
-            -1, np.zeros(len(_COUNTER_NAMES), dtype=np.int64), True, None)
+        #: The newest refresh: (sequence number, counters, heatup). Replaced as a whole (one assignment)
+        #: by ``refresh``, which runs in another thread.
+        self.board: tuple[int, np.ndarray, bool] = (-1, np.zeros(len(_COUNTER_NAMES), dtype=np.int64), True)
+        #: The newest weights, already fetched: (version, updates, {name: array}) or None.
+        self.weights: tuple[int, int, dict[str, np.ndarray]] | None = None
+        self._lock = threading.Lock()
         self.collector = build_collector(setup, collector_id, incarnation, device, self._read_counters,
                                          self._load_policy, episodes_started)
         self.node = ray.util.get_node_ip_address()
@@ -114,20 +117,31 @@ class RayCollectorActor:
 
     def refresh(self, seq: int, counters: np.ndarray, heatup: bool,
                 weights: tuple[int, int, list[Any]] | None) -> None:
-        """The learner's newest weights reference, counters and heatup flag (older ones are ignored)."""
-        if seq > self.board[0]:
-            self.board = (seq, counters, heatup, weights)
+        """The learner's newest weights reference, counters and heatup flag (older ones are ignored).
+
+        Newer weights are fetched here, in the refresh thread, so the playing thread only copies them.
+        """
+        if seq <= self.board[0]:
+            return
+        if weights is not None and (self.weights is None or weights[0] > self.weights[0]):
+            version, updates, (ref,) = weights
+            arrays = self._ray.get(ref)
+            with self._lock:  # the playing thread may refresh too (a call's own arguments): newest wins
+                if self.weights is None or version > self.weights[0]:
+                    self.weights = (version, updates, arrays)
+        with self._lock:
+            if seq > self.board[0]:
+                self.board = (seq, counters, heatup)
 
     def _read_counters(self, into: Counters) -> None:
         for name, value in zip(_COUNTER_NAMES, self.board[1]):
             setattr(into, name, int(value))
 
     def _load_policy(self, network: torch.nn.Module, held_version: int) -> tuple[int, int] | None:
-        weights = self.board[3]
+        weights = self.weights
         if weights is None or weights[0] == held_version:
             return None
-        version, updates, (ref,) = weights
-        arrays = self._ray.get(ref)
+        version, updates, arrays = weights
         tensors = network.state_dict()
         with torch.no_grad():
             for name, array in arrays.items():
