@@ -64,6 +64,11 @@ class EpisodeRecord:
     def discarded(self) -> bool:
         return self.last.discarded
 
+    @property
+    def played_in_heatup(self) -> bool:
+        """Some of its actions were played at random in heatup, whatever its plan said (not an evaluation)."""
+        return self.last.played_in_heatup
+
     def actions(self) -> np.ndarray:
         return np.concatenate([c.actions for c in self.chunks]) if self.chunks else np.zeros(0, np.int64)
 
