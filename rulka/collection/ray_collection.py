@@ -113,6 +113,7 @@ class RayCollectorActor:
         self.collector = build_collector(setup, collector_id, incarnation, device, self._read_counters,
                                          self._load_policy, episodes_started)
         self.node = ray.util.get_node_ip_address()
+        self.node_id = ray.get_runtime_context().get_node_id()
         self.pid = os.getpid()
 
     def refresh(self, seq: int, counters: np.ndarray, heatup: bool,
@@ -149,8 +150,8 @@ class RayCollectorActor:
         return version, updates
 
     def collect(self, seq: int, counters: np.ndarray, heatup: bool,
-                weights: tuple[int, int, list[Any]] | None) -> tuple[list[Rollout], int, str, int]:
-        """Play until at least one chunk is complete: (chunks, actions played, node IP, pid).
+                weights: tuple[int, int, list[Any]] | None) -> tuple[list[Rollout], int, str, int, str]:
+        """Play until at least one chunk is complete: (chunks, actions played, node IP, pid, node id).
 
         The arguments are the learner's state when the call was queued; a newer ``refresh`` wins.
         """
@@ -160,7 +161,7 @@ class RayCollectorActor:
         while not rollouts:
             rollouts = self.collector.step(bool(self.board[2]))
             played += len(self.collector.slots)
-        return rollouts, played, self.node, self.pid
+        return rollouts, played, self.node, self.pid, self.node_id
 
     def close(self) -> None:
         self.collector.close()
@@ -187,6 +188,7 @@ class _Actor:
     last_result: float = 0.0
     sent_anything: bool = False
     pid: int = 0
+    node_id: str = ""
 
 
 class RayCollection:
@@ -330,7 +332,7 @@ class RayCollection:
     def _receive(self, actor: _Actor, call: _Call) -> list[Rollout]:
         actor.calls.remove(call)
         try:
-            chunk, played, node, pid = self.ray.get(call.ref)
+            chunk, played, node, pid, node_id = self.ray.get(call.ref)
         except self.ray.exceptions.RayActorError as error:
             self._replace(actor, f"died ({_first_line(error)})")
             return []
@@ -341,6 +343,7 @@ class RayCollection:
         actor.sent_anything = True
         actor.last_result = time.monotonic()
         actor.pid = pid
+        actor.node_id = node_id
         self.failed_starts[i] = 0
         self.received[i] += len(chunk)
         self.stats.received += len(chunk)
@@ -389,6 +392,10 @@ class RayCollection:
 
     def actions_per_collector(self) -> list[int]:
         return list(self.actions)
+
+    def collector_nodes(self) -> dict[int, str]:
+        """The Ray node id each live collector runs on (known once it has returned a call)."""
+        return {a.collector_id: a.node_id for a in self.actors if a is not None and a.node_id}
 
     def actions_per_node(self) -> dict[str, int]:
         """Actions played on each node (by IP address), over every incarnation."""
