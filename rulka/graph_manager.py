@@ -534,9 +534,13 @@ class BasicRLGraphManager(GraphManager):
             "Performance/learner_training_fraction": clock.train / elapsed,
             "Performance/learner_publish_fraction": clock.publish / elapsed,
         }
-        for name, percentiles in clock.lags.percentiles().items():
-            for q, value in percentiles.items():
-                values[f"Performance/{name}_p{q:g}"] = value
+        lags = clock.lags.percentiles()
+        if lags:
+            policy, queue = lags["policy_lag_batches"], lags["queue_delay_batches"]
+            values["Performance/policy_lag_batches_p50"] = policy[50]
+            values["Performance/policy_lag_batches_p95"] = policy[95]
+            values["Performance/queue_delay_batches_p50"] = queue[50]
+            values["Performance/queue_delay_batches_p95"] = queue[95]
         if collection is not None and not isinstance(collection, InProcessCollection):
             actions = collection.actions_per_collector()
             previous = getattr(clock, "collector_actions", [0] * len(actions))
