@@ -46,9 +46,9 @@ from rulka.collection.in_process import InProcessCollection
 from rulka.collection.lag import LagMeter, UpdateClock, action_lags
 from rulka.collection.processes import ProcessCollection
 from rulka.collection.rollout import EpisodePlan, EpisodeSpec, Rollout
-from rulka.core_types import RunPhase
 from rulka.collection.setup import CollectorSetup, EnvFactory, PlanFactory, default_plan
 from rulka.config import ConfigError, set_active_config, write_config_snapshot
+from rulka.core_types import RunPhase
 from rulka.level_manager import LevelManager
 from rulka.logger import RunLogger
 from rulka.parameters import EnvironmentParameters, ExperimentConfig, GymEnvironmentParameters, PresetValidationParameters
