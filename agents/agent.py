@@ -165,6 +165,13 @@ class Agent(abc.ABC):
         if capacity != self.memory.capacity:
             self.memory.set_capacity(capacity)
 
+    def begin_stream(self, stream: Any) -> None:
+        """The next observed transitions belong to episode ``stream`` (one key for all the chunks of
+        one episode of one environment; None: unknown). Agents that route episodes use it."""
+
+    def forget_streams(self, dead: Any) -> None:
+        """Forget the open episodes whose stream key satisfies ``dead(stream)`` (their collector died)."""
+
     def abandon_episode(self) -> None:
         """Forget the open n-step windows of an episode cut without a final state."""
         self.memory.end_episode_without_final_state()
@@ -193,10 +200,12 @@ class Agent(abc.ABC):
         sampled = self.counters.transitions_sampled - self.transitions_sampled_at_learning_start
         return max(0, int((budget - sampled) // self.config.training.batch_size))
 
-    def train(self) -> dict[str, float] | None:
-        """Train as much as the replay-ratio gate allows; the stats of the last update, if any."""
+    def train(self, max_updates: int | None = None) -> dict[str, float] | None:
+        """Train as much as the replay-ratio gate allows (at most ``max_updates`` batches); the stats
+        of the last update, if any."""
         stats = None
-        for _ in range(self.updates_allowed()):
+        allowed = self.updates_allowed()
+        for _ in range(allowed if max_updates is None else min(allowed, max_updates)):
             for group in self.optimizer.param_groups:
                 group["lr"] = self.learning_rate()
             batch = self.sample_batch()

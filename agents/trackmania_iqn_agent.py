@@ -55,6 +55,9 @@ class TrackManiaIQNAgent(IQNAgent):
         self.typical_clamped_self_loss = TYPICAL_LOSS_INITIAL
         self.episode_rng = np.random.default_rng(None if seed is None else seed + 17)
         self._episode_memory: Replay | None = None
+        #: The memory each open race goes to, by stream (its chunks arrive as separate stretches).
+        self._stream_memory: dict[Any, Replay] = {}
+        self._stream: Any = None
         super().__init__(config, observation_space, action_space, device, seed)
         self.test_memory = self.create_test_memory(None if seed is None else seed + 29)
 
@@ -79,26 +82,49 @@ class TrackManiaIQNAgent(IQNAgent):
 
     def create_test_memory(self, seed: int | None) -> Replay | None:
         """The held-out uniform buffer, sized for its share (``buffer_test_ratio`` of the capacity)."""
-        ratio = self.config.memory.buffer_test_ratio
-        if ratio <= 0:
+        if self.config.memory.buffer_test_ratio <= 0:
             return None
-        capacity = max(int(np.ceil(self.memory_sizes()[0] * ratio)), self.config.training.batch_size * 4)
-        return self.create_memory(seed, capacity, prioritized=False)
+        return self.create_memory(seed, self.test_capacity(self.memory.capacity), prioritized=False)
+
+    def test_capacity(self, capacity: int) -> int:
+        """The held-out buffer's capacity beside a training memory of ``capacity`` (it grows with it)."""
+        return max(int(np.ceil(capacity * self.config.memory.buffer_test_ratio)), self.config.training.batch_size * 4)
 
     # ------------------------------------------------------------------ observing
     def observe(self, state: Observation, action: int, was_greedy: bool, reward: float,
                 next_state: Observation, terminated: bool, truncated: bool) -> None:
-        """Store into the training memory, or the whole episode into the test buffer."""
+        """Store into the training memory, or the whole race into the test buffer: drawn once per
+        race (``begin_stream``), so all the chunks of a race land on the same side."""
         if self._episode_memory is None:
-            to_test = self.test_memory is not None and self.episode_rng.random() < self.config.memory.buffer_test_ratio
-            self._episode_memory = self.test_memory if to_test else self.memory
+            memory = self._stream_memory.get(self._stream)
+            if memory is None:
+                to_test = (self.test_memory is not None
+                           and self.episode_rng.random() < self.config.memory.buffer_test_ratio)
+                memory = self.test_memory if to_test else self.memory
+                if self._stream is not None:
+                    self._stream_memory[self._stream] = memory
+            self._episode_memory = memory
         if self._episode_memory is self.memory:
             super().observe(state, action, was_greedy, reward, next_state, terminated, truncated)
+            if self.test_memory is not None:
+                self.test_memory.set_capacity(self.test_capacity(self.memory.capacity))
         else:
             self._episode_memory.add(state, action, reward, next_state, terminated, truncated, was_greedy)
             self.counters.env_steps += 1
-        if terminated or truncated:
+        if terminated or truncated:  # the race's end, or the cut at the end of one of its chunks
             self._episode_memory = None
+
+    def begin_stream(self, stream: Any) -> None:
+        self._stream = stream
+        self._episode_memory = None
+
+    def forget_streams(self, dead: Any) -> None:
+        for stream in [s for s in self._stream_memory if dead(s)]:
+            del self._stream_memory[stream]
+
+    def handle_episode_ended(self) -> None:
+        self._stream_memory.pop(self._stream, None)
+        super().handle_episode_ended()
 
     def abandon_episode(self) -> None:
         """Forget an episode that ended without a final state (a discarded real-game rollout)."""
@@ -106,6 +132,7 @@ class TrackManiaIQNAgent(IQNAgent):
             if memory is not None:
                 memory.end_episode_without_final_state()
         self._episode_memory = None
+        self._stream_memory.pop(self._stream, None)
 
     # ------------------------------------------------------------------ learning
     def scale_loss(self, loss: torch.Tensor, targets: torch.Tensor, target_taus: torch.Tensor,

@@ -7,7 +7,8 @@ learner / collectors shape):
   own process) play ``envs_per_collector`` environments each and hand over rollout chunks;
 * heatup: until the memory may learn, collectors act at random and nothing is trained;
 * training: each rollout is stored, then the learner trains as the agent's replay-ratio gate
-  allows and publishes its weights to the collectors every ``send_shared_network_every_n_batches``;
+  allows, one update at a time, and publishes its weights to the collectors every
+  ``send_shared_network_every_n_batches`` updates inside that loop (not once per burst);
 * evaluation: every ``evaluate_every_n_env_steps``, greedy episodes on a separate environment,
   averaged and logged; the best checkpoint is kept.
 
@@ -42,10 +43,12 @@ from rulka import checkpoints
 from rulka.collection.collector import Collector
 from rulka.collection.episodes import EpisodeGatherer, EpisodeRecord, store_rollout
 from rulka.collection.in_process import InProcessCollection
+from rulka.collection.lag import LagMeter, UpdateClock, action_lags
 from rulka.collection.processes import ProcessCollection
 from rulka.collection.rollout import EpisodePlan, EpisodeSpec, Rollout
 from rulka.collection.setup import CollectorSetup, EnvFactory, PlanFactory, default_plan
 from rulka.config import ConfigError, set_active_config, write_config_snapshot
+from rulka.core_types import RunPhase
 from rulka.level_manager import LevelManager
 from rulka.logger import RunLogger
 from rulka.parameters import EnvironmentParameters, ExperimentConfig, GymEnvironmentParameters, PresetValidationParameters
@@ -103,7 +106,7 @@ class _Clock:
         self.start = time.monotonic()
         self.collect = self.train = self.publish = 0.0
         self.env_steps, self.gradient_updates = env_steps, gradient_updates
-        self.lag_sum, self.lag_count = 0.0, 0
+        self.lags = LagMeter()
 
 
 class GraphManager:
@@ -174,6 +177,11 @@ class BasicRLGraphManager(GraphManager):
         self._checkpoint_due = False
         #: Ray cluster for ``collector_backend: ray`` (``auto``, ``HOST:PORT``; None: a local instance).
         self.ray_address: str | None = None
+        #: When each gradient update was made (turns the collectors' stamps into policy lag and queue delay).
+        self.update_clock = UpdateClock()
+        #: Extra meters fed with every stored action's policy lag and queue delay (e.g. a benchmark's window).
+        self.lag_meters: list[LagMeter] = []
+        self._published_at = 0
 
     # ------------------------------------------------------------------ building
     def default_input_filter(self) -> InputFilter:
@@ -248,14 +256,23 @@ class BasicRLGraphManager(GraphManager):
             collection = ProcessCollection(self.collector_setup(), agent, self._collector_event)
         else:
             raise ConfigError(f"performance.collector_backend: {backend!r} is not a backend; use processes or ray")
-        collection.on_dropped_source = lambda cid, inc: self.gatherer.forget_source(cid, inc)
+        collection.on_dropped_source = self._drop_source
+        collection.load_state_dict(self._collection_state)
         collection.start(agent, self.in_heatup())
+        self._published_at = agent.counters.gradient_updates
         return collection
+
+    def _drop_source(self, collector_id: int, incarnation: int) -> None:
+        """A collector died: forget its unfinished episodes (the gatherer's and the agent's)."""
+        self.gatherer.forget_source(collector_id, incarnation)
+        forget = getattr(self.agent, "forget_streams", None)
+        if forget is not None:
+            forget(lambda stream: stream[0][:2] == (collector_id, incarnation))
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
         assert self.agent is not None
-        collection = self.collection.state_dict() if isinstance(self.collection, InProcessCollection) else None
+        collection = self.collection.state_dict() if self.collection is not None else self._collection_state
         return {
             "agent": self.agent.state_dict(self.config.memory.save_memory_in_checkpoint),
             "graph_manager": {
@@ -355,7 +372,7 @@ class BasicRLGraphManager(GraphManager):
         self.stop_at_evaluation = stop_at_evaluation
         self.reached = False
         clock = self._clock = _Clock(agent.counters.env_steps, agent.counters.gradient_updates)
-        published_at = agent.counters.gradient_updates
+        self.update_clock = UpdateClock(agent.counters.gradient_updates)
         with self._stop_signals():
             self.collection = collection = self.start_collection()
             in_process = isinstance(collection, InProcessCollection)
@@ -370,14 +387,12 @@ class BasicRLGraphManager(GraphManager):
                     for rollout in rollouts:
                         self.ingest(rollout)
                     steps = agent.counters.env_steps
+                    published_before = clock.publish
                     if steps // training.train_every_n_env_steps != steps_before // training.train_every_n_env_steps:
                         self.train_and_log()
                     t2 = time.monotonic()
-                    clock.train += t2 - t1
+                    clock.train += t2 - t1 - (clock.publish - published_before)
                     if not in_process:
-                        if agent.counters.gradient_updates - published_at >= perf.send_shared_network_every_n_batches:
-                            collection.publish(agent)
-                            published_at = agent.counters.gradient_updates
                         collection.publish_counters(agent, self.in_heatup())
                         clock.publish += time.monotonic() - t2
                     if _crossed(steps_before, steps, training.evaluate_every_n_env_steps):
@@ -403,11 +418,15 @@ class BasicRLGraphManager(GraphManager):
         return self.finish_run(progress, start, self.reached)
 
     def ingest(self, rollout: Rollout) -> None:
-        """Store a rollout, count its lag, and report a finished episode to :meth:`episode_ended`."""
+        """Store a rollout, measure its actions' policy lag and queue delay, and report a finished
+        episode to :meth:`episode_ended`."""
         store_rollout(self.agent, rollout)
-        if rollout.length:
-            self._clock.lag_sum += self.agent.counters.gradient_updates - rollout.policy_updates
-            self._clock.lag_count += 1
+        if rollout.length and rollout.step_times is not None and rollout.phase is not RunPhase.HEATUP:
+            policy_lag, queue_delay = action_lags(self.update_clock, rollout.step_policy_updates, rollout.step_times,
+                                                  self.agent.counters.gradient_updates)
+            self._clock.lags.add(policy_lag, queue_delay)
+            for meter in self.lag_meters:
+                meter.add(policy_lag, queue_delay)
         record = self.gatherer.add(rollout)
         if record is not None and not record.discarded:
             self.episode_ended(record)
@@ -419,11 +438,31 @@ class BasicRLGraphManager(GraphManager):
                       "Training/episode_length": record.length})
 
     def train_and_log(self) -> None:
+        """Train as much as the replay-ratio gate allows, one update at a time; publish the weights
+        every ``send_shared_network_every_n_batches`` updates from inside this loop, so collectors
+        are never more than that many updates behind the learner's newest published weights."""
         agent = self.agent
-        updates_before = agent.counters.gradient_updates
-        stats = agent.train()
-        if stats is not None and agent.counters.gradient_updates // 100 != updates_before // 100:
-            self.log_training(stats)
+        while agent.updates_allowed() > 0:
+            updates_before = agent.counters.gradient_updates
+            stats = agent.train(max_updates=1)
+            updates = agent.counters.gradient_updates
+            if updates != updates_before:
+                self.update_clock.record(time.time(), updates)
+            if stats is not None and updates // 100 != updates_before // 100:
+                self.log_training(stats)
+            if updates - self._published_at >= self.config.performance.send_shared_network_every_n_batches:
+                self.publish_policy()
+
+    def publish_policy(self) -> None:
+        """The online network and counters to the collectors (nothing to do in the learner's process)."""
+        collection, agent = self.collection, self.agent
+        self._published_at = agent.counters.gradient_updates
+        if collection is None or isinstance(collection, InProcessCollection):
+            return
+        t0 = time.monotonic()
+        collection.publish(agent)
+        collection.publish_counters(agent, self.in_heatup())
+        self._clock.publish += time.monotonic() - t0
 
     def finish_run(self, progress: ProgressBar, start: float, reached: bool) -> RunSummary:
         """Close the progress line, write the final checkpoint, flush logs; the run's summary."""
@@ -495,8 +534,13 @@ class BasicRLGraphManager(GraphManager):
             "Performance/learner_training_fraction": clock.train / elapsed,
             "Performance/learner_publish_fraction": clock.publish / elapsed,
         }
-        if clock.lag_count:
-            values["Performance/policy_lag_batches"] = clock.lag_sum / clock.lag_count
+        lags = clock.lags.percentiles()
+        if lags:
+            policy, queue = lags["policy_lag_batches"], lags["queue_delay_batches"]
+            values["Performance/policy_lag_batches_p50"] = policy[50]
+            values["Performance/policy_lag_batches_p95"] = policy[95]
+            values["Performance/queue_delay_batches_p50"] = queue[50]
+            values["Performance/queue_delay_batches_p95"] = queue[95]
         if collection is not None and not isinstance(collection, InProcessCollection):
             actions = collection.actions_per_collector()
             previous = getattr(clock, "collector_actions", [0] * len(actions))

@@ -161,8 +161,9 @@ class TrackManiaExperimentConfig(ExperimentConfig):
             "neural_network.vector_embedder_hidden_sizes": (
                 "Unused by TrackMania's network: its floats go through the float head (float_hidden_dim)."),
             "neural_network.dense_hidden_dimension": (
-                "The configuration guide's entry for this parameter says 1024; its default YAML and Linesight "
-                "use 512, which the presets follow."),
+                "Linesight's config.py and the guide say 1024, but Linesight's dueling heads are "
+                "dense_hidden_dimension // 2 = 512 wide; here the field is the head width itself, so 512 "
+                "builds Linesight's network (its 6,578,333 parameters)."),
             "training.evaluate_every_n_env_steps": (
                 "Off by default for TrackMania: the map cycle's greedy entries (is_exploration: false) are "
                 "the evaluation."),

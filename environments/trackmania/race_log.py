@@ -76,7 +76,9 @@ class RaceLog:
     def record(self, episode: EpisodeRecord, env_steps: int, wall_time_s: float) -> RaceResult:
         info = episode.final_info
         spec = episode.spec
-        race = RaceResult(spec.tag or str(info.get("track", "")), spec.explore, bool(info.get("finished", False)),
+        # a greedy race of the cycle played (partly) at random in heatup is no evaluation: logged as exploration
+        exploration = spec.explore or getattr(episode, "played_in_heatup", False)
+        race = RaceResult(spec.tag or str(info.get("track", "")), exploration, bool(info.get("finished", False)),
                           info.get("race_time_ms", 0) / 1000.0, float(info.get("progress_fraction", 0.0)),
                           episode.episode_return, env_steps, wall_time_s, str(info.get("end_reason", "")),
                           episode.source[2])

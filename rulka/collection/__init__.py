@@ -5,5 +5,7 @@ together and chooses all their actions in one forward pass. It runs either insid
 process (``gpu_collectors_count: 0``; :class:`~rulka.collection.in_process.InProcessCollection`) or
 in collector processes (:class:`~rulka.collection.processes.ProcessCollection`), which read the
 policy the learner publishes in shared memory (:class:`~rulka.collection.shared.SharedPolicy`) and
-send :class:`~rulka.collection.rollout.Rollout` chunks back through bounded channels.
+send :class:`~rulka.collection.rollout.Rollout` chunks back through bounded channels. Every action
+is stamped with its weights' gradient updates and the time it was chosen; :mod:`rulka.collection.lag`
+turns the stamps into policy lag and queue delay.
 """

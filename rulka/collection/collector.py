@@ -11,6 +11,7 @@ processes; only where its policy and counters come from differs (``before_acting
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -41,10 +42,14 @@ class _Slot:
         self.rewards: list[float] = []
         self.infos: dict[str, list[float]] = {}
         self.policy_updates = 0
+        self.step_policy_updates: list[int] = []
+        self.step_times: list[float] = []
+        self.played_in_heatup = False  # of the current episode
 
     def begin_chunk(self, first_state: dict[str, np.ndarray], policy_updates: int, info_keys: Sequence[str]) -> None:
         self.states = [first_state]
         self.actions, self.greedy, self.rewards = [], [], []
+        self.step_policy_updates, self.step_times = [], []
         self.infos = {key: [] for key in info_keys}
         self.policy_updates = policy_updates
 
@@ -67,18 +72,24 @@ class Collector:
         record_steps: keep the steps (False for evaluation: only episode ends are reported).
         before_acting: called before each batch of actions with ``starting`` (an episode begins);
             returns the gradient updates of the weights about to act.
+        episodes_started: per environment, the episodes a previous collector already started (a
+            replaced collector, a resumed run): reset seeds and plans continue from there.
     """
 
     def __init__(self, agent: Agent, levels: Sequence[LevelManager], plans: Sequence[EpisodePlan],
                  source_id: tuple[int, int] = (0, 0), seed: int = 0, instances: Sequence[int] | None = None,
                  chunk_actions: int = 400, continues: bool = False, info_keys: Sequence[str] = (),
                  record_steps: bool = True,
-                 before_acting: Callable[[bool], int] | None = None) -> None:
+                 before_acting: Callable[[bool], int] | None = None,
+                 episodes_started: Sequence[int] | None = None) -> None:
         if len(levels) != len(plans) or not levels:
             raise ValueError(f"give one plan per environment (got {len(levels)} environments, {len(plans)} plans)")
         instances = list(range(len(levels))) if instances is None else list(instances)
         self.agent = agent
         self.slots = [_Slot(level, plan, i) for level, plan, i in zip(levels, plans, instances)]
+        for slot, started in zip(self.slots, episodes_started or ()):
+            slot.episodes_started = int(started)
+            slot.plan.advance(int(started))
         self.source_id = source_id
         self.seed = seed
         self.chunk_actions = max(1, int(chunk_actions))
@@ -99,13 +110,18 @@ class Collector:
                 self._start_episode(slot)
                 starting = True
         policy_updates = self.before_acting(starting)
+        chosen_at = time.time()
         for slot in self.slots:
             if not slot.actions:
                 slot.policy_updates = policy_updates
+            slot.played_in_heatup |= heatup
         phases = [self._phase(slot.spec, heatup) for slot in self.slots]
         actions, greedy = self._choose(phases)
         rollouts = []
         for i, slot in enumerate(self.slots):
+            if self.record_steps:
+                slot.step_policy_updates.append(policy_updates)
+                slot.step_times.append(chosen_at)
             rollout = self._apply(slot, int(actions[i]), bool(greedy[i]), phases[i])
             if rollout is not None:
                 rollouts.append(rollout)
@@ -118,6 +134,7 @@ class Collector:
         observation = slot.level.reset(seed=seed, options=spec.reset_options)
         slot.spec = spec
         slot.episodes_started += 1
+        slot.played_in_heatup = False
         slot.begin_chunk(observation, 0, self.info_keys if self.record_steps else ())
 
     @staticmethod
@@ -145,6 +162,9 @@ class Collector:
     def _apply(self, slot: _Slot, action: int, was_greedy: bool, phase: RunPhase) -> Rollout | None:
         result = slot.level.apply(action)
         if result.discarded:
+            if self.record_steps:  # the step never happened
+                slot.step_policy_updates.pop()
+                slot.step_times.pop()
             return self._flush(slot, phase, result.info, discarded=True)
         if self.record_steps:
             slot.states.append(result.next_observation)
@@ -170,6 +190,8 @@ class Collector:
             step_info={k: np.asarray(v, dtype=np.float64) for k, v in slot.infos.items()},
             terminated=terminated, truncated=truncated, discarded=discarded,
             continues=self.continues and not ended, policy_updates=slot.policy_updates,
+            step_policy_updates=np.asarray(slot.step_policy_updates, dtype=np.int64),
+            step_times=np.asarray(slot.step_times, dtype=np.float64), played_in_heatup=slot.played_in_heatup,
             episode_return=slot.level.episode_return, episode_length=slot.level.episode_length,
             final_info=info if ended else None,
         )

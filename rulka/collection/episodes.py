@@ -19,6 +19,7 @@ def store_rollout(agent: Agent, rollout: Rollout) -> None:
     """
     if not rollout.spec.store:
         return
+    agent.begin_stream(rollout.stream)
     last = rollout.length - 1
     cut = not rollout.episode_ended and not rollout.continues
     states = rollout.states
@@ -62,6 +63,11 @@ class EpisodeRecord:
     @property
     def discarded(self) -> bool:
         return self.last.discarded
+
+    @property
+    def played_in_heatup(self) -> bool:
+        """Some of its actions were played at random in heatup, whatever its plan said (not an evaluation)."""
+        return self.last.played_in_heatup
 
     def actions(self) -> np.ndarray:
         return np.concatenate([c.actions for c in self.chunks]) if self.chunks else np.zeros(0, np.int64)

@@ -47,7 +47,16 @@ class InProcessCollection:
         return {"episodes_started": [slot.episodes_started for slot in self.collector.slots],
                 "plans": [getattr(slot.plan, "state_dict", dict)() for slot in self.collector.slots]}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        if not state:
+            return
+        if "episodes_started" not in state:  # saved by collector processes / Ray actors: continue their counts
+            counts = state.get("episodes_started_per_instance", {})
+            for slot in self.collector.slots:
+                started = int(counts.get(str(slot.instance), 0))
+                slot.episodes_started = started
+                slot.plan.advance(started)
+            return
         for slot, started, plan_state in zip(self.collector.slots, state["episodes_started"], state["plans"]):
             slot.episodes_started = int(started)
             if hasattr(slot.plan, "load_state_dict"):

@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 MAX_FAILED_STARTS = 3
 #: Seconds a new collector may take to import, build its environments and send a first heartbeat.
 STARTUP_GRACE_S = 120.0
+#: A collector that did not act for this long (a full queue, a Ray actor between calls) reloads the
+#: weights before acting again, instead of playing up to N more actions with weights that aged meanwhile.
+REFRESH_AFTER_PAUSE_S = 0.1
 
 
 class CollectorFailure(RuntimeError):
@@ -49,11 +52,16 @@ class CollectorFailure(RuntimeError):
 
 def build_collector(setup: CollectorSetup, collector_id: int, incarnation: int, device: str,
                     read_counters: Callable[[Counters], None],
-                    load_policy: Callable[[torch.nn.Module, int], tuple[int, int] | None]) -> Collector:
+                    load_policy: Callable[[torch.nn.Module, int], tuple[int, int] | None],
+                    episodes_started: dict[int, int] | None = None) -> Collector:
     """The acting agent and Collector of one collector incarnation (processes and Ray actors alike).
 
+    ``episodes_started`` (environment instance -> episodes): where the previous incarnation, or the
+    run before a resume, left each environment's plan and reset seeds.
+
     Before each batch of actions the collector reads the learner's counters (``read_counters``) and,
-    at an episode start and every ``update_inference_network_every_n_actions`` actions, asks
+    at an episode start, every ``update_inference_network_every_n_actions`` actions and after a pause
+    of more than ``REFRESH_AFTER_PAUSE_S`` (it waited for the learner or for a call), asks
     ``load_policy(network, held_version)`` for newer weights: it copies them into ``network`` and
     returns (version, gradient updates), or returns None when nothing newer is published.
     """
@@ -61,11 +69,14 @@ def build_collector(setup: CollectorSetup, collector_id: int, incarnation: int, 
     agent = setup.make_agent(device, seed)
     agent.online_network.requires_grad_(False)
     every = max(1, setup.config.performance.update_inference_network_every_n_actions)
-    held = {"version": 0, "updates": 0, "since": every}
+    held = {"version": 0, "updates": 0, "since": every, "acted_at": 0.0}
 
     def before_acting(starting: bool) -> int:
         read_counters(agent.counters)
-        if starting or held["since"] >= every:
+        now = time.monotonic()
+        paused = now - held["acted_at"] > REFRESH_AFTER_PAUSE_S  # waited for the learner: the weights aged
+        held["acted_at"] = now
+        if starting or paused or held["since"] >= every:
             loaded = load_policy(agent.online_network, held["version"])
             if loaded is not None:
                 held["version"], held["updates"] = loaded
@@ -73,19 +84,23 @@ def build_collector(setup: CollectorSetup, collector_id: int, incarnation: int, 
         held["since"] += 1
         return held["updates"]
 
-    return setup.make_collector(agent, collector_id, incarnation, setup.instances(collector_id),
-                                continues=False, before_acting=before_acting)
+    instances = setup.instances(collector_id)
+    started = [int((episodes_started or {}).get(i, 0)) for i in instances]
+    return setup.make_collector(agent, collector_id, incarnation, instances, continues=False,
+                                before_acting=before_acting, episodes_started=started)
 
 
 def _collector_main(_modules: UserModules, setup: CollectorSetup, collector_id: int, incarnation: int, device: str,
-                    torch_threads: int, policy: SharedPolicy, status: SharedStatus, conn: Any, slots: Any) -> None:
+                    torch_threads: int, policy: SharedPolicy, status: SharedStatus, conn: Any, slots: Any,
+                    episodes_started: dict[int, int]) -> None:
     """Body of a collector process (``_modules``, unpickled first, imported the user's preset files)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the learner stops us
     torch.set_num_threads(max(1, torch_threads))
     parent = tmp.parent_process()
     collector = None  # the learner's start-up grace covers building it; the loop beats from then on
     try:
-        collector = build_collector(setup, collector_id, incarnation, device, status.read_counters, policy.load_into)
+        collector = build_collector(setup, collector_id, incarnation, device, status.read_counters, policy.load_into,
+                                    episodes_started)
         k = len(collector.slots)
         sending = _beat_while_waiting(status, collector_id)
         while not status.stop.value:
@@ -152,9 +167,28 @@ class CollectionStats:
     received: int = 0
     restarts: int = 0
     dropped_episodes: int = 0
-    policy_lag_sum: float = 0.0
-    policy_lag_count: int = 0
     events: list[str] = field(default_factory=list)
+
+
+class EpisodeCounts:
+    """Per environment instance, the episodes its collectors have started, as far as the learner
+    has seen (the episode number of the newest chunk received). A replaced collector, and the
+    collectors of a resumed run, continue from there: new reset seeds, the plan's next entry."""
+
+    def __init__(self) -> None:
+        self.started: dict[int, int] = {}
+
+    def saw(self, rollout: Rollout) -> None:
+        instance = rollout.source[2]
+        if rollout.episode > self.started.get(instance, 0):
+            self.started[instance] = rollout.episode
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"episodes_started_per_instance": {str(k): v for k, v in self.started.items()}}
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        counts = (state or {}).get("episodes_started_per_instance", {})
+        self.started = {int(k): int(v) for k, v in counts.items()}
 
 
 class ProcessCollection:
@@ -182,6 +216,7 @@ class ProcessCollection:
         self.failed_starts = [0] * self.num_collectors
         self.received = [0] * self.num_collectors
         self.stats = CollectionStats()
+        self.episodes = EpisodeCounts()
         self.on_event = on_event or (lambda message: log.warning(message))
         self.on_dropped_source: Callable[[int, int], None] = lambda collector_id, incarnation: None
 
@@ -200,7 +235,7 @@ class ProcessCollection:
         process = self.ctx.Process(
             target=_collector_main, name=f"rulka-collector-{collector_id}", daemon=True,
             args=(UserModules(), self.setup, collector_id, incarnation, str(self.device), self.torch_threads, self.policy,
-                  self.status, sender, slots),
+                  self.status, sender, slots, dict(self.episodes.started)),
         )
         self.status.heartbeat[collector_id] = time.monotonic() + STARTUP_GRACE_S
         process.start()
@@ -222,6 +257,13 @@ class ProcessCollection:
                 child.process.join(5.0)
             child.conn.close()
         self.children = [None] * self.num_collectors
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run's collectors continue from (episodes started per environment)."""
+        return self.episodes.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        self.episodes.load_state_dict(state)
 
     # ------------------------------------------------------------------ data
     def publish(self, agent: Agent) -> None:
@@ -250,6 +292,7 @@ class ProcessCollection:
                     self.failed_starts[child.collector_id] = 0
                     self.stats.received += 1
                     self.received[child.collector_id] += 1
+                    self.episodes.saw(payload)
                     rollouts.append(payload)
                 else:
                     child.error = str(payload)

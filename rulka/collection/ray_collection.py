@@ -7,11 +7,18 @@ returns the chunks. The learner (:class:`RayCollection`) keeps ``CALLS_IN_FLIGHT
 actor, so an actor never waits for the learner, and picks up finished calls with ``ray.wait``
 (timeout ``poll``'s, never blocking longer), in the order each actor was asked.
 
-Weights: every ``publish`` is one ``ray.put`` of the network's tensors as numpy arrays. Each call
-carries the newest reference (wrapped in a list, so Ray does not fetch it with the call) and the
-learner's counters; the actor fetches the weights with ``ray.get`` only at the points the process
-collectors refresh theirs (an episode start, every ``update_inference_network_every_n_actions``
-actions) and only when their version is newer than what it holds.
+Weights, counters and the heatup flag reach an actor while a call runs: every ``publish`` is one
+``ray.put`` of the network's tensors as numpy arrays, and the learner sends each actor a ``refresh``
+(the newest reference, wrapped in a list so Ray does not fetch it with the call, the learner's
+counters and its heatup flag) in a concurrency group of its own, so it runs beside the ``collect``
+under way. The actor reads the newest refresh before every batch of actions (counters, heatup)
+and fetches the weights with ``ray.get`` at the points the process collectors refresh theirs (an
+episode start, every ``update_inference_network_every_n_actions`` actions), only when their
+version is newer than what it holds. Counters alone are sent at most every
+``COUNTERS_REFRESH_EVERY_S``; weights and a change of the heatup flag at once.
+
+Placement: actors are created with the ``SPREAD`` scheduling strategy, so a cluster's collectors
+spread over the nodes that have their resources instead of filling the first one.
 
 Faults: an actor whose call raised, that died (killed, its node lost) or that stayed silent past
 ``collector_timeout_s`` is killed and replaced by a new incarnation, which Ray places wherever its
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -33,7 +41,7 @@ import torch
 
 from agents.agent import Agent
 from rulka.collection.processes import (MAX_FAILED_STARTS, STARTUP_GRACE_S, CollectionStats, CollectorFailure,
-                                        _collector_device, build_collector)
+                                        EpisodeCounts, _collector_device, build_collector)
 from rulka.collection.rollout import Rollout
 from rulka.collection.setup import CollectorSetup
 from rulka.config import ConfigError
@@ -44,6 +52,12 @@ log = logging.getLogger(__name__)
 
 #: ``collect`` calls queued per actor: one runs while the next waits, so the actor never idles on the learner.
 CALLS_IN_FLIGHT = 2
+#: Seconds between two refreshes that carry only counters (weights and heatup changes go at once).
+COUNTERS_REFRESH_EVERY_S = 0.1
+#: The concurrency group of ``refresh``, beside the default group where ``collect`` runs (one at a time).
+REFRESH_GROUP = "refresh"
+#: How Ray places collector actors: spread over the nodes that have their resources.
+SCHEDULING_STRATEGY = "SPREAD"
 _COUNTER_NAMES = ("env_steps", "episodes", "gradient_updates", "transitions_sampled")
 
 
@@ -82,7 +96,7 @@ class RayCollectorActor:
     """Body of one collector actor (made remote by :func:`_actor_class`)."""
 
     def __init__(self, _modules: UserModules, setup: CollectorSetup, collector_id: int, incarnation: int,
-                 device: str, torch_threads: int) -> None:
+                 device: str, torch_threads: int, episodes_started: dict[int, int] | None = None) -> None:
         """``_modules``, deserialised first, imported the user's preset files on this node."""
         import ray
 
@@ -90,46 +104,71 @@ class RayCollectorActor:
         # the fetched arrays are read-only views of the object store; they are only copied from
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         self._ray = ray
-        self.counters = np.zeros(len(_COUNTER_NAMES), dtype=np.int64)
-        self.weights: tuple[int, int, list[Any]] | None = None  # (version, updates, [ObjectRef])
+        #: The newest refresh: (sequence number, counters, heatup). Replaced as a whole (one assignment)
+        #: by ``refresh``, which runs in another thread.
+        self.board: tuple[int, np.ndarray, bool] = (-1, np.zeros(len(_COUNTER_NAMES), dtype=np.int64), True)
+        #: The newest weights, already fetched: (version, updates, {name: array}) or None.
+        self.weights: tuple[int, int, dict[str, np.ndarray]] | None = None
+        self._lock = threading.Lock()
         self.collector = build_collector(setup, collector_id, incarnation, device, self._read_counters,
-                                         self._load_policy)
+                                         self._load_policy, episodes_started)
         self.node = ray.util.get_node_ip_address()
+        self.node_id = ray.get_runtime_context().get_node_id()
         self.pid = os.getpid()
 
+    def refresh(self, seq: int, counters: np.ndarray, heatup: bool,
+                weights: tuple[int, int, list[Any]] | None) -> None:
+        """The learner's newest weights reference, counters and heatup flag (older ones are ignored).
+
+        Newer weights are fetched here, in the refresh thread, so the playing thread only copies them.
+        """
+        if seq <= self.board[0]:
+            return
+        if weights is not None and (self.weights is None or weights[0] > self.weights[0]):
+            version, updates, (ref,) = weights
+            arrays = self._ray.get(ref)
+            with self._lock:  # the playing thread may refresh too (a call's own arguments): newest wins
+                if self.weights is None or version > self.weights[0]:
+                    self.weights = (version, updates, arrays)
+        with self._lock:
+            if seq > self.board[0]:
+                self.board = (seq, counters, heatup)
+
     def _read_counters(self, into: Counters) -> None:
-        for name, value in zip(_COUNTER_NAMES, self.counters):
+        for name, value in zip(_COUNTER_NAMES, self.board[1]):
             setattr(into, name, int(value))
 
     def _load_policy(self, network: torch.nn.Module, held_version: int) -> tuple[int, int] | None:
-        if self.weights is None or self.weights[0] == held_version:
+        weights = self.weights
+        if weights is None or weights[0] == held_version:
             return None
-        version, updates, (ref,) = self.weights
-        arrays = self._ray.get(ref)
+        version, updates, arrays = weights
         tensors = network.state_dict()
         with torch.no_grad():
             for name, array in arrays.items():
                 tensors[name].copy_(torch.from_numpy(array))
         return version, updates
 
-    def collect(self, counters: np.ndarray, heatup: bool,
-                weights: tuple[int, int, list[Any]]) -> tuple[list[Rollout], int, str, int]:
-        """Play until at least one chunk is complete: (chunks, actions played, node IP, pid)."""
-        self.counters = counters
-        self.weights = weights
+    def collect(self, seq: int, counters: np.ndarray, heatup: bool,
+                weights: tuple[int, int, list[Any]] | None) -> tuple[list[Rollout], int, str, int, str]:
+        """Play until at least one chunk is complete: (chunks, actions played, node IP, pid, node id).
+
+        The arguments are the learner's state when the call was queued; a newer ``refresh`` wins.
+        """
+        self.refresh(seq, counters, heatup, weights)
         rollouts: list[Rollout] = []
         played = 0
         while not rollouts:
-            rollouts = self.collector.step(heatup)
+            rollouts = self.collector.step(bool(self.board[2]))
             played += len(self.collector.slots)
-        return rollouts, played, self.node, self.pid
+        return rollouts, played, self.node, self.pid, self.node_id
 
     def close(self) -> None:
         self.collector.close()
 
 
 def _actor_class(ray: Any) -> Any:
-    return ray.remote(RayCollectorActor)
+    return ray.remote(concurrency_groups={REFRESH_GROUP: 1})(RayCollectorActor)
 
 
 @dataclass
@@ -149,6 +188,7 @@ class _Actor:
     last_result: float = 0.0
     sent_anything: bool = False
     pid: int = 0
+    node_id: str = ""
 
 
 class RayCollection:
@@ -176,7 +216,8 @@ class RayCollection:
         self.ray = connect(address)
         self.actor_class = _actor_class(self.ray).options(
             num_cpus=perf.ray_collector_cpus, num_gpus=perf.ray_collector_gpus,
-            resources=dict(perf.ray_collector_resources) or None, max_restarts=0, max_task_retries=0)
+            resources=dict(perf.ray_collector_resources) or None, max_restarts=0, max_task_retries=0,
+            scheduling_strategy=SCHEDULING_STRATEGY)
         self.actors: list[_Actor | None] = [None] * self.num_collectors
         self.incarnations = [0] * self.num_collectors
         self.failed_starts = [0] * self.num_collectors
@@ -184,6 +225,7 @@ class RayCollection:
         self.actions = [0] * self.num_collectors
         self.node_actions: dict[str, int] = {}
         self.stats = CollectionStats()
+        self.episodes = EpisodeCounts()
         self.on_event = on_event or (lambda message: log.warning(message))
         self.on_dropped_source: Callable[[int, int], None] = lambda collector_id, incarnation: None
         self.counters = np.zeros(len(_COUNTER_NAMES), dtype=np.int64)
@@ -191,6 +233,8 @@ class RayCollection:
         self.version = 0
         self.weights: tuple[int, int, list[Any]] | None = None
         self._seq = 0
+        self._board_seq = 0  # numbers each state of (counters, heatup, weights) sent to the actors
+        self._refreshed_at = 0.0
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, agent: Agent, heatup: bool) -> None:
@@ -202,7 +246,7 @@ class RayCollection:
     def _spawn(self, collector_id: int) -> None:
         self.incarnations[collector_id] += 1
         handle = self.actor_class.remote(UserModules(), self.setup, collector_id, self.incarnations[collector_id],
-                                         str(self.device), self.torch_threads)
+                                         str(self.device), self.torch_threads, dict(self.episodes.started))
         now = time.monotonic()
         actor = _Actor(collector_id, self.incarnations[collector_id], handle, now, last_result=now + STARTUP_GRACE_S)
         self.actors[collector_id] = actor
@@ -211,7 +255,7 @@ class RayCollection:
 
     def _submit(self, actor: _Actor) -> None:
         self._seq += 1
-        ref = actor.handle.collect.remote(self.counters.copy(), self.heatup, self.weights)
+        ref = actor.handle.collect.remote(self._board_seq, self.counters.copy(), self.heatup, self.weights)
         actor.calls.append(_Call(ref, self._seq, time.monotonic()))
 
     def stop(self, timeout_s: float = 10.0) -> None:
@@ -226,18 +270,46 @@ class RayCollection:
             self.ray.kill(actor.handle, no_restart=True)
         self.actors = [None] * self.num_collectors
 
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run's collectors continue from (episodes started per environment)."""
+        return self.episodes.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        self.episodes.load_state_dict(state)
+
     # ------------------------------------------------------------------ data
     def publish(self, agent: Agent) -> None:
-        """One ``ray.put`` of the online network's tensors (numpy, read without a copy by local actors)."""
+        """One ``ray.put`` of the online network's tensors (numpy, read without a copy by local actors),
+        sent to every actor at once with the counters."""
         arrays = {name: t.detach().to("cpu", torch.float32).numpy()
                   for name, t in agent.online_network.state_dict().items()}
         self.version += 1
         self.weights = (self.version, agent.counters.gradient_updates, [self.ray.put(arrays)])
+        self._read_counters(agent)
+        self._refresh_actors()
 
     def publish_counters(self, agent: Agent, heatup: bool) -> None:
+        """Send the counters and heatup flag to the actors: a heatup change at once, counters at most
+        every ``COUNTERS_REFRESH_EVERY_S``."""
+        self._read_counters(agent)
+        changed = bool(heatup) != self.heatup
+        self.heatup = bool(heatup)
+        if changed or time.monotonic() - self._refreshed_at >= COUNTERS_REFRESH_EVERY_S:
+            self._refresh_actors()
+
+    def _read_counters(self, agent: Agent) -> None:
         for i, name in enumerate(_COUNTER_NAMES):
             self.counters[i] = agent.counters.get(name)
-        self.heatup = bool(heatup)
+
+    def _refresh_actors(self) -> None:
+        """One ``refresh`` per live actor (fire and forget: a dead actor's is dropped with it)."""
+        self._board_seq += 1
+        self._refreshed_at = time.monotonic()
+        counters = self.counters.copy()
+        for actor in self.actors:
+            if actor is not None:
+                actor.handle.refresh.options(concurrency_group=REFRESH_GROUP).remote(
+                    self._board_seq, counters, self.heatup, self.weights)
 
     def poll(self, heatup: bool, timeout: float = 0.05) -> list[Rollout]:
         """Rollouts of the calls that finished within ``timeout`` seconds (all that are done, at least one if any)."""
@@ -260,7 +332,7 @@ class RayCollection:
     def _receive(self, actor: _Actor, call: _Call) -> list[Rollout]:
         actor.calls.remove(call)
         try:
-            chunk, played, node, pid = self.ray.get(call.ref)
+            chunk, played, node, pid, node_id = self.ray.get(call.ref)
         except self.ray.exceptions.RayActorError as error:
             self._replace(actor, f"died ({_first_line(error)})")
             return []
@@ -271,9 +343,12 @@ class RayCollection:
         actor.sent_anything = True
         actor.last_result = time.monotonic()
         actor.pid = pid
+        actor.node_id = node_id
         self.failed_starts[i] = 0
         self.received[i] += len(chunk)
         self.stats.received += len(chunk)
+        for rollout in chunk:
+            self.episodes.saw(rollout)
         self.actions[i] += played
         self.node_actions[node] = self.node_actions.get(node, 0) + played
         self._submit(actor)
@@ -317,6 +392,10 @@ class RayCollection:
 
     def actions_per_collector(self) -> list[int]:
         return list(self.actions)
+
+    def collector_nodes(self) -> dict[int, str]:
+        """The Ray node id each live collector runs on (known once it has returned a call)."""
+        return {a.collector_id: a.node_id for a in self.actors if a is not None and a.node_id}
 
     def actions_per_node(self) -> dict[str, int]:
         """Actions played on each node (by IP address), over every incarnation."""

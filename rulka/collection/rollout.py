@@ -32,6 +32,12 @@ class EpisodePlan:
     def next_episode(self) -> EpisodeSpec:
         return EpisodeSpec()
 
+    def advance(self, episodes: int) -> None:
+        """Skip ``episodes`` episodes, as if they had been played (a replaced or resumed collector
+        continues its environment's plan where the previous one stopped)."""
+        for _ in range(episodes):
+            self.next_episode()
+
 
 @dataclass
 class Rollout:
@@ -63,6 +69,13 @@ class Rollout:
     continues: bool = False
     #: Gradient updates of the weights that chose the first action of the chunk.
     policy_updates: int = 0
+    #: (T,) int64: gradient updates of the weights that chose each action (they may change mid-chunk).
+    step_policy_updates: np.ndarray | None = None
+    #: (T,) float64: ``time.time()`` at which each action was chosen (the learner turns it into its
+    #: gradient-update count then, for the policy lag and queue delay).
+    step_times: np.ndarray | None = None
+    #: Some action of the episode so far was played in heatup (at random, whatever the plan said).
+    played_in_heatup: bool = False
     #: Return (environment rewards, before filters) and length of the episode so far.
     episode_return: float = 0.0
     episode_length: int = 0

@@ -325,3 +325,44 @@ def test_scaling_applies_from_a_clamp_ratio_of_1_and_old_checkpoints_load():
     del light["typical_self_loss"], light["typical_clamped_self_loss"]
     agent.load_state_dict(light)
     assert agent.typical_self_loss == agent.typical_clamped_self_loss == 0.01 and agent.test_memory is not None
+
+
+def _chunk(agent: TrackManiaIQNAgent, instance: int, episode: int, steps: int, value: float, last: bool):
+    """A Rollout chunk of ``steps`` constant steps of race ``episode`` of environment ``instance``."""
+    from rulka.collection.rollout import EpisodeSpec, Rollout
+
+    space = agent.observation_space
+    states = {k: np.full((steps + 1, *s.shape), value, s.dtype) for k, s in space.spaces.items()}
+    return Rollout(source=(0, 1, instance), episode=episode, spec=EpisodeSpec(), phase=RunPhase.TRAIN, states=states,
+                   actions=np.zeros(steps, np.int64), was_greedy=np.ones(steps, bool),
+                   rewards=np.zeros(steps, np.float32), terminated=last)
+
+
+def test_the_test_buffer_is_drawn_per_race_not_per_chunk():
+    """Races sent in chunks (interleaved across environments, each chunk stored as a cut) land whole on
+    one side: every race's chunk count divides both memories' transitions, and about 30 % of races are held out."""
+    from rulka.collection.episodes import store_rollout
+
+    agent, _ = small_sim_agent(**{"memory.buffer_test_ratio": 0.3, "memory.memory_size_schedule": "[[0, [20000, 100]]]"})
+    sides = {}
+    for race in range(1, 121):
+        for piece in range(4):  # 4 chunks of 5 steps per race, two environments interleaved
+            for instance in (0, 1):
+                before = agent.test_memory.transitions_added
+                store_rollout(agent, _chunk(agent, instance, race, 5, piece, last=piece == 3))
+                sides.setdefault((instance, race), set()).add(agent.test_memory.transitions_added > before)
+    assert all(len(s) == 1 for s in sides.values())  # no race split between the memories
+    held_out = sum(s == {True} for s in sides.values()) / len(sides)
+    assert 0.2 < held_out < 0.4
+    assert not agent._stream_memory  # every finished race forgotten
+
+
+def test_test_buffer_grows_with_the_training_memory():
+    """memory_size_schedule raises the capacity: the held-out buffer keeps buffer_test_ratio of it."""
+    agent, _ = small_sim_agent(**{"memory.buffer_test_ratio": 0.1,
+                                  "memory.memory_size_schedule": "[[0, [2000, 100]], [50, [4000, 100]]]",
+                                  "training.batch_size": 4})
+    assert agent.test_memory.capacity == 200
+    for t in range(120):
+        synthetic_step(agent, t, t % 10 == 9)
+    assert agent.memory.capacity == 4000 and agent.test_memory.capacity == 400

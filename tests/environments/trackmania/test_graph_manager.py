@@ -69,7 +69,8 @@ def test_two_collectors_race_a_two_map_cycle_with_one_environment_each(tmp_path)
     assert {(r["instance"], r["map"]) for r in rows} == {("0", "a"), ("0", "b"), ("1", "a"), ("1", "b")}
     for tag in ("Performance/collector_0_actions_per_s", "Performance/collector_1_actions_per_s",
                 "Performance/collected_actions_per_s", "Performance/rollout_queue_depth",
-                "Performance/policy_lag_batches", "Performance/learner_training_fraction",
+                "Performance/policy_lag_batches_p95", "Performance/queue_delay_batches_p95",
+                "Performance/learner_training_fraction",
                 "Performance/learner_collect_or_wait_fraction", "Performance/learner_publish_fraction"):
         assert tag in tags
     assert not graph_manager.collection.alive_pids()

@@ -50,6 +50,38 @@ class Corridor(gym.Env):
         return {"observation": np.array([self.position, self.t], dtype=np.float32)}
 
 
+class SlowCorridor(Corridor):
+    """A corridor too long to finish, whose steps take ``step_s`` seconds (a collector call lasts a while)."""
+
+    def __init__(self, step_s: float = 0.0005) -> None:
+        super().__init__(length=10 ** 9, limit=10 ** 9)
+        self.step_s = step_s
+
+    def step(self, action):
+        time.sleep(self.step_s)
+        return super().step(action)
+
+
+def slow_corridor_factory(params, instance: int = 0) -> gym.Env:
+    return SlowCorridor()
+
+
+class PacedCorridor(Corridor):
+    """The corridor with steps of ``step_s`` seconds (a game's pace: the learner makes few updates per action)."""
+
+    def __init__(self, step_s: float = 0.002) -> None:
+        super().__init__()
+        self.step_s = step_s
+
+    def step(self, action):
+        time.sleep(self.step_s)
+        return super().step(action)
+
+
+def paced_corridor_factory(params, instance: int = 0) -> gym.Env:
+    return PacedCorridor()
+
+
 def corridor_factory(params, instance: int = 0) -> gym.Env:
     """Environment ``instance``; collector processes whose incarnation is 1 get the fault of RULKA_TEST_FAULT."""
     fault = os.environ.get("RULKA_TEST_FAULT", "")
@@ -90,13 +122,13 @@ def small_config(collectors: int = 0, envs_per_collector: int = 1, **performance
     return config
 
 
-def make_graph_manager(**performance):
+def make_graph_manager(env_factory=None, **performance):
     """A BasicRLGraphManager on the corridor with ``small_config`` (2 collectors unless told)."""
     from agents.iqn_agent import IQNAgent
     from rulka.graph_manager import BasicRLGraphManager
 
     config = small_config(collectors=performance.pop("collectors", 2), **performance)
-    return BasicRLGraphManager(IQNAgent, config, env_factory=corridor_factory).create(None, "cpu", 0)
+    return BasicRLGraphManager(IQNAgent, config, env_factory=env_factory or corridor_factory).create(None, "cpu", 0)
 
 
 def record_sources(graph_manager):

@@ -92,3 +92,59 @@ def test_evaluation_environments_and_training_ones_do_not_share_an_action_batch(
     assert greedy and exploring
     assert all(r.was_greedy.all() for r in greedy)  # epsilon is 1 at step 0: any exploration would show
     assert not all(r.was_greedy.all() for r in exploring)
+
+
+def test_a_greedy_race_begun_in_heatup_is_not_an_evaluation():
+    """A greedy (explore: false) episode with actions played in heatup is marked played_in_heatup, and the
+    race log counts it as exploration, not as the map's evaluation; one played wholly after heatup is one."""
+    from environments.trackmania.race_log import RaceLog
+    from rulka.collection.rollout import EpisodeSpec
+
+    class Greedy(EpisodePlan):
+        def next_episode(self):
+            return EpisodeSpec(explore=False, store=False, tag="m")
+
+    agent = _agent()
+    collector = Collector(agent, [LevelManager(agent, Corridor(), InputFilter(), OutputFilter())], [Greedy()])
+    gatherer, records = EpisodeGatherer(keep_steps=False), []
+    steps = 0
+    while len(records) < 3:
+        for rollout in collector.step(heatup=steps < 3):  # heatup ends 3 actions into the first race
+            record = gatherer.add(rollout)
+            if record is not None:
+                records.append(record)
+        steps += 1
+    assert [r.played_in_heatup for r in records] == [True, False, False]
+    log = RaceLog(None, lambda values: None, 50)
+    assert [log.record(r, 0, 0.0).exploration for r in records] == [True, False, False]
+
+
+def test_episodes_started_continue_seeds_and_plans():
+    """A collector given episodes_started (a replaced collector, a resumed run) resets with the next seeds and
+    advances its plans, instead of replaying episode 1's start conditions."""
+    from rulka.collection.collector import episode_seed
+    from rulka.collection.rollout import EpisodeSpec
+
+    class Counting(EpisodePlan):
+        def __init__(self):
+            self.position = 0
+
+        def next_episode(self):
+            self.position += 1
+            return EpisodeSpec(tag=str(self.position))
+
+    agent = _agent()
+    seeds = []
+
+    class Recording(Corridor):
+        def reset(self, *, seed=None, options=None):
+            seeds.append(seed)
+            return super().reset(seed=seed, options=options)
+
+    plans = [Counting(), Counting()]
+    levels = [LevelManager(agent, Recording(), InputFilter(), OutputFilter()) for _ in range(2)]
+    collector = Collector(agent, levels, plans, seed=3, instances=[4, 5], episodes_started=[7, 0])
+    collector.step(heatup=True)
+    assert seeds == [episode_seed(3, 4, 7), episode_seed(3, 5, 0)]
+    assert [slot.spec.tag for slot in collector.slots] == ["8", "1"]
+    assert [slot.episodes_started for slot in collector.slots] == [8, 1]

@@ -62,3 +62,31 @@ def test_a_collector_killed_mid_run_is_replaced_while_the_learner_trains():
     assert graph_manager.collection.stats.restarts == 1 and "died (exit code -9)" in graph_manager.collector_events[0]
     assert graph_manager.agent.counters.gradient_updates > updates_at_kill
     assert graph_manager.agent.counters.env_steps >= 4_000
+
+
+def test_a_resumed_run_and_a_replaced_collector_continue_episode_numbers(tmp_path):
+    """The checkpoint keeps the episodes started per environment; the resumed run's collectors start after
+    them (new reset seeds, the plan's next entries), as a replaced collector does after its predecessor."""
+    from agents.iqn_agent import IQNAgent
+    from rulka.graph_manager import BasicRLGraphManager
+    from tests.rulka.collection.envs import corridor_factory, small_config
+
+    def graph_manager(resume):
+        config = small_config(collectors=1, envs_per_collector=2)
+        return BasicRLGraphManager(IQNAgent, config, env_factory=corridor_factory).create(tmp_path, "cpu", 0, resume)
+
+    first = graph_manager(resume=False)
+    first.improve(400, show_progress=False)
+    first.close()
+    saved = first.state_dict()["graph_manager"]["collection"]["episodes_started_per_instance"]
+    assert set(saved) == {"0", "1"} and min(saved.values()) >= 5
+    second = graph_manager(resume=True)
+    sources, _ = record_sources(second)
+    episodes = []
+    ingest = second.ingest
+    second.ingest = lambda rollout: (episodes.append((rollout.source[2], rollout.episode)), ingest(rollout))
+    second.improve(800, show_progress=False)
+    second.close()
+    assert episodes and all(number > saved[str(instance)] for instance, number in episodes)
+    collection = second.collection
+    assert collection.episodes.started[0] >= max(n for i, n in episodes if i == 0)  # what a replacement starts after
