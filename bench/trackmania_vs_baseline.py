@@ -32,6 +32,7 @@ from environments.trackmania.baseline import run_baseline, tune_baseline
 from rulka.config import apply_overrides
 from rulka.presets import load_graph_manager
 
+PRESET = "trackmania_iqn_sim"
 DEFAULT_ROWS = "short:0,short:1,short:2,medium:0,technical:0,procedural:1:0,procedural:2:0"
 
 
@@ -101,14 +102,22 @@ def references(track: str) -> References:
     return References(shipped.race_time_s if shipped.finished else math.inf, tuned.race_time_s, str(tuned.margins))
 
 
-def train(track: str, seed: int, minutes: float, run_dir: Path, overrides: list[str]) -> None:
+def train(track: str, seed: int, minutes: float, run_dir: Path, overrides: list[str],
+          init_from: str | None = None) -> None:
     """trackmania_iqn_sim on ``track`` (every map-cycle entry) for ``minutes`` of wall time, with the
-    ``-cp SECTION.KEY=VALUE`` overrides of the command line."""
-    graph_manager = load_graph_manager("trackmania_iqn_sim")
+    ``-cp SECTION.KEY=VALUE`` overrides of the command line; with ``init_from`` (a run folder,
+    checkpoint or export) its networks start from those weights, as ``rulka --init-from`` does."""
+    graph_manager = load_graph_manager(PRESET)
     graph_manager.config = apply_overrides(graph_manager.config, [], overrides)
     for entry in graph_manager.config.map_cycle.entries:
         entry.map_path = entry.short_name = track
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "run_info.yaml").write_text(yaml.safe_dump({"preset": PRESET, "seed": seed, "device": "cpu"}))
     graph_manager.create(run_dir, "cpu", seed)
+    if init_from:
+        from rulka.export import init_networks_from
+
+        init_networks_from(graph_manager, init_from)
     timer = threading.Timer(minutes * 60, lambda: setattr(graph_manager, "stop_requested", True))
     timer.start()
     try:
