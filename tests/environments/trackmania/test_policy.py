@@ -100,3 +100,24 @@ def test_init_from_crosses_maps_and_backends(tmp_path):
     with pytest.raises(ExportError, match=r"layer '\S+' has shape \(\d+(, \d+)*\) in --init-from .* and \(\d+"):
         init_networks_from(uni_sizes, exported)
     uni_sizes.close()
+
+
+def test_best_greedy_race_time_is_the_fastest_finished_greedy_race(tmp_path):
+    """The TrackMania graph manager's best evaluation (progress line, final summary) is the fastest
+    finished greedy race so far: exploring races and unfinished ones do not count; the last evaluation
+    is the last greedy race's time (None when it did not finish)."""
+    from environments.trackmania.race_log import RaceResult
+
+    graph_manager, _ = sim_run(tmp_path)
+    races = iter([RaceResult("short", False, True, 21.5, 1.0, 0.0, 1, 1.0),
+                  RaceResult("short", True, True, 15.0, 1.0, 0.0, 2, 2.0),  # exploring: not an evaluation
+                  RaceResult("short", False, True, 19.8, 1.0, 0.0, 3, 3.0),
+                  RaceResult("short", False, False, 30.0, 0.6, 0.0, 4, 4.0)])
+    graph_manager.race_log.record = lambda *args: next(races)
+    graph_manager.stop_at_evaluation = None  # as improve() sets it
+    seen = []
+    for _ in range(4):
+        graph_manager.episode_ended(None)
+        seen.append((graph_manager.last_evaluation, graph_manager.best_evaluation))
+    graph_manager.close()
+    assert seen == [(21.5, 21.5), (21.5, 21.5), (19.8, 19.8), (None, 19.8)]
