@@ -121,3 +121,15 @@ def test_best_greedy_race_time_is_the_fastest_finished_greedy_race(tmp_path):
         seen.append((graph_manager.last_evaluation, graph_manager.best_evaluation))
     graph_manager.close()
     assert seen == [(21.5, 21.5), (21.5, 21.5), (19.8, 19.8), (None, 19.8)]
+
+
+def test_record_races_a_trained_policy(tmp_path, capsys):
+    """`rulka record --policy EXPORT_DIR` drives the simulator with the exported policy (its run's frame size)."""
+    from rulka.cli import main
+
+    _, run_dir = sim_run(tmp_path)
+    exported = export_policy(run_dir, tmp_path / "exp")
+    assert main(["record", "--track", "short", "--policy", str(exported), "--out", str(tmp_path / "rec"),
+                 "--max-steps", "20"]) == 0
+    assert "20 actions" in capsys.readouterr().out
+    assert (tmp_path / "rec" / "short_policy.gif").is_file()
