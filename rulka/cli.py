@@ -13,9 +13,8 @@ import yaml
 
 from rulka import checkpoints, export
 from rulka.collection.processes import CollectorFailure
-from rulka.export import init_networks_from
-from rulka.export_command import add_export_command
 from rulka.config import ConfigError, apply_dict, apply_overrides, load_yaml_file
+from rulka.export_command import add_export_command
 from rulka.graph_manager import BasicRLGraphManager
 from rulka.params_command import add_params_command
 from rulka.presets import PresetError, available_presets, load_graph_manager
@@ -140,7 +139,7 @@ def train(args: argparse.Namespace) -> int:
     graph_manager.create(run_dir, device, args.seed)
     if args.init_from:
         try:
-            origin = init_networks_from(graph_manager, args.init_from)
+            origin = export.init_networks_from(graph_manager, args.init_from)
         except (ConfigError, FileNotFoundError, checkpoints.CheckpointError):
             graph_manager.close()
             if new_folder:  # nothing ran: leave no half-made run behind
