@@ -3,6 +3,7 @@ with the classical driver, shipped and tuned (``rulka baseline --tune``).
 
     python bench/trackmania_vs_baseline.py [--minutes 30] [--rows short:0,short:1,...] [--out DIR] [-cp K=V ...]
     python bench/trackmania_vs_baseline.py --summarize RUN_DIR [RUN_DIR ...] [--minutes 30]
+    python bench/trackmania_vs_baseline.py --rows medium:0 --minutes 15 --init-from RUNS/short_seed0 --out DIR
 
 Default rows: ``short`` with seeds 0, 1, 2, then ``medium``, ``technical``, ``procedural:1`` and
 ``procedural:2`` with seed 0; each trains for ``--minutes`` of wall time. One table row per run: the
@@ -11,6 +12,9 @@ tuned driver (any race, exploring or greedy), and the best greedy race time divi
 driver's (below 1: the agent beats it). Each run folder keeps its ``races.csv`` and a ``curve.png``.
 ``--summarize`` prints the table again from run folders already trained (their track from the run's
 ``config_snapshot.yaml``, their seed from the folder's name), without training.
+``--init-from`` (a run folder, checkpoint or export) starts every row's networks from trained weights,
+as ``rulka --init-from`` does (the transfer bench of the README: ``short`` for 15 minutes, then
+``medium`` from scratch and from the ``short`` run); the table's ``init from`` column names the source.
 Goal (issue 11): on ``short`` a ratio <= 0.97 within 30 minutes in 3 of 3 seeds on 2 CPU cores;
 every other track finished within 30 minutes.
 """
@@ -32,6 +36,7 @@ from environments.trackmania.baseline import run_baseline, tune_baseline
 from rulka.config import apply_overrides
 from rulka.presets import load_graph_manager
 
+PRESET = "trackmania_iqn_sim"
 DEFAULT_ROWS = "short:0,short:1,short:2,medium:0,technical:0,procedural:1:0,procedural:2:0"
 
 
@@ -101,14 +106,22 @@ def references(track: str) -> References:
     return References(shipped.race_time_s if shipped.finished else math.inf, tuned.race_time_s, str(tuned.margins))
 
 
-def train(track: str, seed: int, minutes: float, run_dir: Path, overrides: list[str]) -> None:
+def train(track: str, seed: int, minutes: float, run_dir: Path, overrides: list[str],
+          init_from: str | None = None) -> None:
     """trackmania_iqn_sim on ``track`` (every map-cycle entry) for ``minutes`` of wall time, with the
-    ``-cp SECTION.KEY=VALUE`` overrides of the command line."""
-    graph_manager = load_graph_manager("trackmania_iqn_sim")
+    ``-cp SECTION.KEY=VALUE`` overrides of the command line; with ``init_from`` (a run folder,
+    checkpoint or export) its networks start from those weights, as ``rulka --init-from`` does."""
+    graph_manager = load_graph_manager(PRESET)
     graph_manager.config = apply_overrides(graph_manager.config, [], overrides)
     for entry in graph_manager.config.map_cycle.entries:
         entry.map_path = entry.short_name = track
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "run_info.yaml").write_text(yaml.safe_dump({"preset": PRESET, "seed": seed, "device": "cpu"}))
     graph_manager.create(run_dir, "cpu", seed)
+    if init_from:
+        from rulka.export import init_networks_from
+
+        init_networks_from(graph_manager, init_from)
     timer = threading.Timer(minutes * 60, lambda: setattr(graph_manager, "stop_requested", True))
     timer.start()
     try:
@@ -144,7 +157,10 @@ def summarize(run_dir: Path, track: str, minutes: float, refs: References) -> di
 
 
 def table_row(track: str, seed: str, minutes: float, refs: References, run_dir: Path) -> dict[str, str]:
-    return {"track": track, "seed": seed, "minutes": f"{minutes:g}", "shipped (s)": f"{refs.shipped_s:.2f}",
+    init = run_dir / "init_from.yaml"
+    source = (yaml.safe_load(init.read_text()) or {}).get("source", "?") if init.is_file() else "-"
+    return {"track": track, "seed": seed, "init from": Path(source).name if source != "-" else "-",
+            "minutes": f"{minutes:g}", "shipped (s)": f"{refs.shipped_s:.2f}",
             "tuned (s)": f"{refs.tuned_s:.2f}", **summarize(run_dir, track, minutes, refs)}
 
 
@@ -163,7 +179,8 @@ def run_folder_track_and_seed(run_dir: Path) -> tuple[str, str]:
     return tracks.pop(), seed.group(1) if seed else "?"
 
 
-COLUMNS = ("track", "seed", "minutes", "shipped (s)", "tuned (s)", "actions", "races", "finished", "first finish (min)",
+COLUMNS = ("track", "seed", "init from", "minutes", "shipped (s)", "tuned (s)", "actions", "races", "finished",
+           "first finish (min)",
            "beats shipped (min)", "beats tuned (min)", "best greedy (s)", "best greedy / tuned")
 
 
@@ -186,6 +203,8 @@ def main() -> None:
                         help="do not train: the table from run folders this bench made (their races.csv)")
     parser.add_argument("-cp", "--custom-parameter", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a preset parameter as `rulka -cp` does, e.g. -cp performance.gpu_collectors_count=1")
+    parser.add_argument("--init-from", metavar="RUN_DIR|CHECKPOINT|EXPORT_DIR", default=None,
+                        help="start every row's networks from these weights (rulka --init-from): a transfer run")
     args = parser.parse_args()
 
     cache: dict[str, References] = {}
@@ -207,7 +226,7 @@ def main() -> None:
     for track, seed in plan:
         refs = refs_of(track)
         run_dir = out / f"{track.replace(':', '_')}_seed{seed}"
-        train(track, seed, args.minutes, run_dir, args.custom_parameter)
+        train(track, seed, args.minutes, run_dir, args.custom_parameter, args.init_from)
         table.append(table_row(track, str(seed), args.minutes, refs, run_dir))
         print(f"done: {track} seed {seed} ({run_dir})", flush=True)
     print(f"run folders: {out}")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -10,9 +11,10 @@ from typing import Sequence
 
 import yaml
 
-from rulka import checkpoints
+from rulka import checkpoints, export
 from rulka.collection.processes import CollectorFailure
 from rulka.config import ConfigError, apply_dict, apply_overrides, load_yaml_file
+from rulka.export_command import add_export_command
 from rulka.graph_manager import BasicRLGraphManager
 from rulka.params_command import add_params_command
 from rulka.presets import PresetError, available_presets, load_graph_manager
@@ -28,7 +30,10 @@ examples:
   rulka -p cartpole_iqn --seed 1 -e my_run   named run folder experiments/my_run
   rulka -p my_preset.py --config cfg.yaml -cp training.batch_size=256
   rulka --resume experiments/my_run --max-steps 200000
-  rulka -p cartpole_iqn --evaluate experiments/my_run/checkpoints/best.pt
+  rulka --evaluate experiments/my_run            greedy episodes with the run's network (its config snapshot)
+  rulka -p cartpole_iqn --evaluate model.pt -cp neural_network.dense_hidden_dimension=64   a bare checkpoint
+  rulka export experiments/my_run --out exports/my_policy      weights + config + spaces + filters
+  rulka -p cartpole_iqn --init-from experiments/my_run        a new run whose networks start trained
   rulka params cartpole_iqn -cp training.batch_size=256   every parameter: value, default, unit, docs
 """
 
@@ -48,8 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seed of every random generator (default: 0)")
     parser.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"],
                         help="where networks run (default: auto = cuda when available)")
-    parser.add_argument("--evaluate", metavar="CHECKPOINT",
-                        help="only evaluate the checkpoint's network with greedy episodes and print the average return")
+    parser.add_argument("--evaluate", metavar="RUN_DIR|CHECKPOINT|EXPORT_DIR",
+                        help="only evaluate a trained network with greedy episodes and print the average return; the "
+                             "network is built from the run's config snapshot (a bare checkpoint outside a run folder "
+                             "needs -p and the run's -cp flags)")
+    parser.add_argument("--init-from", metavar="RUN_DIR|CHECKPOINT|EXPORT_DIR",
+                        help="a new run whose online and target networks start from these weights; its optimizer, "
+                             "memory, counters and schedules start fresh (any map, any backend: the network sizes "
+                             "must match)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
     parser.add_argument("--max-steps", type=int, metavar="N",
                         help="stop when the run has taken N environment steps in total (default: the preset's max_env_steps)")
@@ -59,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "machine joined with ray start) or HOST:PORT; default none = a local Ray instance")
     subparsers = parser.add_subparsers(dest="command", title="tool commands", metavar="COMMAND")
     add_params_command(subparsers)
+    add_export_command(subparsers)
     _register_tool_commands(subparsers)
     return parser
 
@@ -81,12 +93,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.list:
             print("\n".join(available_presets()))
             return 0
+        if args.init_from and (args.resume or args.evaluate):
+            parser.error("--init-from starts a new run: use it without --resume and --evaluate")
         if args.resume:
             return resume(args)
-        if not args.preset:
-            parser.error("give a preset with -p NAME (rulka -l lists them), or --resume RUN_DIR")
         if args.evaluate:
             return evaluate(args)
+        if not args.preset:
+            parser.error("give a preset with -p NAME (rulka -l lists them), --resume RUN_DIR or --evaluate RUN_DIR")
         return train(args)
     except (ConfigError, FileNotFoundError, checkpoints.CheckpointError) as error:
         print(f"rulka: error: {error}", file=sys.stderr)
@@ -114,11 +128,27 @@ def train(args: argparse.Namespace) -> int:
     run_dir = Path(args.experiments_dir) / name
     if checkpoints.has_checkpoint(run_dir / "checkpoints" / checkpoints.LAST):  # killed before one: start again
         raise ConfigError(f"run folder {run_dir} already holds a run; continue it with --resume {run_dir} or pick another -e")
+    new_folder = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     preset = args.preset if not args.preset.endswith(".py") else str(Path(args.preset).resolve())
-    (run_dir / RUN_INFO).write_text(yaml.safe_dump({"preset": preset, "seed": args.seed, "device": args.device}))
+    info = {"preset": preset, "seed": args.seed, "device": args.device}
+    if args.init_from:
+        info["init_from"] = str(Path(args.init_from).resolve())
+    (run_dir / RUN_INFO).write_text(yaml.safe_dump(info))
     print(f"rulka: run folder {run_dir}", file=sys.stderr)
     graph_manager.create(run_dir, device, args.seed)
+    if args.init_from:
+        try:
+            origin = export.init_networks_from(graph_manager, args.init_from)
+        except (ConfigError, FileNotFoundError, checkpoints.CheckpointError):
+            graph_manager.close()
+            if new_folder:  # nothing ran: leave no half-made run behind
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+        steps = (origin.get("counters") or {}).get("env_steps")
+        print(f"rulka: networks start from {origin.get('checkpoint') or args.init_from}"
+              + (f" ({steps} environment steps of training)" if steps is not None else "")
+              + "; optimizer, memory, counters and schedules start fresh", file=sys.stderr)
     graph_manager.ray_address = _ray_address(args.ray_address)
     return _improve(graph_manager, args.max_steps, args.no_progress)
 
@@ -149,9 +179,28 @@ def load_run(run_dir: str | Path, device: str = "auto", yaml_files: Sequence[str
 
 
 def evaluate(args: argparse.Namespace) -> int:
-    graph_manager = _prepare(args.preset, args.config, args.custom_parameter)
+    """Greedy episodes with the network of a run folder, checkpoint or export, built from the run's own
+    config snapshot; a bare checkpoint (no run folder around it) is built from -p and -cp."""
+    source = Path(args.evaluate)
+    if export.is_export(source):
+        snapshot_dir, preset = source, export.read_description(source).get("preset")
+    else:
+        _, run_dir = export.locate(source)
+        snapshot_dir = run_dir
+        preset = load_yaml_file(run_dir / RUN_INFO).get("preset") if run_dir and (run_dir / RUN_INFO).is_file() else None
+    preset = args.preset or preset
+    if not preset:
+        raise ConfigError(f"{source} names no preset (no run folder around it): give the run's preset with -p NAME "
+                          f"and the run's -cp flags")
+    graph_manager = load_graph_manager(preset)
+    if snapshot_dir is not None:
+        graph_manager.config = apply_dict(graph_manager.config, load_yaml_file(snapshot_dir / export.SNAPSHOT_FILE))
+        print(f"rulka: network built from {snapshot_dir / export.SNAPSHOT_FILE}", file=sys.stderr)
+    graph_manager.config = apply_overrides(graph_manager.config, args.config, args.custom_parameter)
     graph_manager.create(None, _device(args.device), args.seed)
-    graph_manager.load_weights(args.evaluate)
+    weights, _ = export.load_online_weights(source)
+    export.check_same_shapes(graph_manager.agent.online_network, weights, str(source))
+    graph_manager.agent.online_network.load_state_dict(weights)
     episodes = graph_manager.config.training.evaluation_episodes
     score = graph_manager.evaluate(episodes)
     print(f"evaluation: average return {score:.2f} over {episodes} greedy episodes")

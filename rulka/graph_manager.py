@@ -212,9 +212,9 @@ class BasicRLGraphManager(GraphManager):
         if self.config.performance.torch_num_threads:
             torch.set_num_threads(self.config.performance.torch_num_threads)
         self.input_filter = self.input_filter or self.default_input_filter()
-        env_observation_space, env_action_space = self.environment_spaces()
-        self.observation_space = self.input_filter.filter_space(env_observation_space)
-        self.action_space = self.output_filter.agent_action_space(env_action_space)
+        self.env_observation_space, self.env_action_space = self.environment_spaces()  # before filters
+        self.observation_space = self.input_filter.filter_space(self.env_observation_space)
+        self.action_space = self.output_filter.agent_action_space(self.env_action_space)
         if self._first_env is not None:
             self._first_env.action_space.seed(seed)
         self.agent = self.agent_class(self.config, self.observation_space, self.action_space, device, seed)
@@ -408,7 +408,8 @@ class BasicRLGraphManager(GraphManager):
                             print(f"\nrulka: warning: {error}", file=sys.stderr, flush=True)
                     if time.monotonic() - clock.start >= PERFORMANCE_LOG_EVERY_S:
                         self.log_performance()
-                    progress.update("heatup" if heatup else "train", agent.counters.env_steps, self.last_evaluation)
+                    progress.update("heatup" if heatup else "train", agent.counters.env_steps, self.last_evaluation,
+                                    best_eval=self.best_evaluation)
             except KeyboardInterrupt:
                 collection.stop(timeout_s=0.0)
                 raise
@@ -467,7 +468,7 @@ class BasicRLGraphManager(GraphManager):
     def finish_run(self, progress: ProgressBar, start: float, reached: bool) -> RunSummary:
         """Close the progress line, write the final checkpoint, flush logs; the run's summary."""
         c = self.agent.counters
-        progress.update("train", c.env_steps, self.last_evaluation, force=True)
+        progress.update("train", c.env_steps, self.last_evaluation, force=True, best_eval=self.best_evaluation)
         progress.close()
         if self.run_dir is not None:
             self.save_checkpoint()

@@ -1,4 +1,4 @@
-"""A one-line progress display: phase, steps, steps/s and the last evaluation score.
+"""A one-line progress display: phase, steps, steps/s, the last evaluation score and the best so far.
 
 On a terminal it redraws one line; elsewhere (CI, files) it prints a line every ``interval_s``.
 """
@@ -21,7 +21,10 @@ class ProgressBar:
         self._rate_start = (time.monotonic(), 0)
         self.steps_per_s = 0.0
 
-    def update(self, phase: str, steps: int, last_eval: float | None, force: bool = False) -> None:
+    def update(self, phase: str, steps: int, last_eval: float | None, force: bool = False,
+               best_eval: float | None = None) -> None:
+        """Redraw (at most every ``interval_s``, or now with ``force``). ``last_eval`` / ``best_eval``: the last
+        evaluation and the best so far (None: none yet), in the graph manager's unit (a return, a race time)."""
         now = time.monotonic()
         t0, s0 = self._rate_start
         if now - t0 >= 2.0:
@@ -32,9 +35,10 @@ class ProgressBar:
         self._last_draw = now
         fraction = min(1.0, steps / self.total) if self.total else 0.0
         filled = int(fraction * 20)
-        score = "-" if last_eval is None else f"{last_eval:.1f}"
+        score = "-" if last_eval is None else f"{last_eval:.2f}"
+        best = "-" if best_eval is None else f"{best_eval:.2f}"
         line = (f"{phase:<8} [{'#' * filled}{'.' * (20 - filled)}] {steps}/{self.total} steps "
-                f"{self.steps_per_s:.0f} steps/s  last eval {score}")
+                f"{self.steps_per_s:.0f} steps/s  last eval {score}  best {best}")
         if self.interactive:
             self.stream.write("\r" + line)
         else:

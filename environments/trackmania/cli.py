@@ -6,6 +6,7 @@ callable ``(args) -> exit code``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from environments.trackmania.record import ANIMATION_STRIDE, CAMERA_HEIGHT, CAMERA_WIDTH
 from environments.trackmania.tracks import BUILTIN_TRACK_NAMES, DEFAULT_TRACK
@@ -44,9 +45,19 @@ def cmd_record(args: argparse.Namespace) -> int:
     from environments.trackmania.record import baseline_policy, random_policy, record_episode
 
     params = TrackManiaEnvironmentParameters(game_camera_number=args.camera)
+    trained = None
+    if args.policy not in ("baseline", "random"):  # a trained policy: its run's observation sizes and rewards
+        from rulka.policy import load_policy
+
+        trained = load_policy(args.policy)
+        params = dataclasses.replace(trained.config.environment, backend="sim", game_camera_number=args.camera)
     env = TrackManiaEnv(params=params, track=args.track)
-    policy = baseline_policy(env) if args.policy == "baseline" else random_policy(env, args.seed)
-    result = record_episode(env, policy, args.out, seed=args.seed, name=f"{args.track.replace(':', '_').replace('/', '_')}_{args.policy}",
+    if trained is not None:
+        policy = lambda obs: trained.predict(obs, deterministic=True)  # noqa: E731
+    else:
+        policy = baseline_policy(env) if args.policy == "baseline" else random_policy(env, args.seed)
+    label = args.policy if trained is None else "policy"
+    result = record_episode(env, policy, args.out, seed=args.seed, name=f"{args.track.replace(':', '_').replace('/', '_')}_{label}",
                             max_steps=args.max_steps)
     env.close()
     print(f"wrote {result.gif_path} and {result.png_path}: {result.steps} actions, "
@@ -109,7 +120,9 @@ def register_commands(subparsers: "argparse._SubParsersAction") -> None:
     p = subparsers.add_parser("record", help="write an episode as GIF (frames) + PNG (top-down trajectory); "
                                              "--best-run: pictures of a training run's best race")
     p.add_argument("--track", default=DEFAULT_TRACK, help=_TRACK_HELP)
-    p.add_argument("--policy", choices=["baseline", "random"], default="baseline")
+    p.add_argument("--policy", default="baseline", metavar="baseline|random|RUN_DIR|EXPORT_DIR",
+                   help="who drives: the classical driver, random actions, or a trained policy (a run folder, a "
+                        "checkpoint in one, or a `rulka export` folder), greedy, with its run's environment settings")
     p.add_argument("--out", default=None, help="output directory (with --best-run: default the best run's folder)")
     p.add_argument("--best-run", default=None, metavar="PATH",
                    help="RUN_DIR/best_runs/MAP (its fastest race) or one of its .json files: replay it in the "

@@ -6,7 +6,9 @@ What it adds to :class:`~rulka.graph_manager.BasicRLGraphManager`:
   instance ``i``; one backend per instance serves every map of the cycle;
 * the map cycle (:mod:`environments.trackmania.map_cycle`) as each environment's episode plan;
 * race logging (:mod:`environments.trackmania.race_log`): ``races.csv``, per-map values, best runs.
-  The cycle's greedy races are the evaluation: ``stop_at_evaluation`` is a race time in seconds.
+  The cycle's greedy races are the evaluation: ``stop_at_evaluation`` is a race time in seconds;
+  ``last_evaluation`` is the last greedy race's time (None: it did not finish) and ``best_evaluation``
+  the best greedy race time so far, both on the progress line and in the final summary.
 """
 from __future__ import annotations
 
@@ -132,6 +134,8 @@ class TrackManiaGraphManager(BasicRLGraphManager):
         race = self.race_log.record(record, self.agent.counters.env_steps, time.monotonic() - self.created_at_monotonic)
         if not race.exploration:
             self.last_evaluation = race.race_time_s if race.finished else None
+            if race.finished and (self.best_evaluation is None or race.race_time_s < self.best_evaluation):
+                self.best_evaluation = race.race_time_s  # a race time: lower is better
             stop_at = self.stop_at_evaluation
             if stop_at is not None and race.finished and race.race_time_s <= stop_at:
                 self.reached = True
