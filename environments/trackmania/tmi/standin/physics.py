@@ -105,6 +105,8 @@ class StandinPhysics:
     def load(self, name: str) -> int:
         """Load the track ``name``; returns the checkpoint count the game reports (gates + finish)."""
         track = get_track(name)
+        if track is not self.track:
+            self.renderers.clear()  # they draw one track each
         self.sim.start_race(track, None)
         self.track = track
         self.race_start()

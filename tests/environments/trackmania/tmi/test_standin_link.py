@@ -32,7 +32,8 @@ PARAMS = TrackManiaEnvironmentParameters(H_downsized=48, W_downsized=64)
 @pytest.fixture(scope="module")
 def standin_races(tmp_path_factory):
     """Three races on `short` through one stand-in game (classical driver, full throttle straight on,
-    brakes only), traced; and the same drivers on the simulator backend (no start jitter)."""
+    brakes only) and one on `medium` (the same game loads a second map), traced; and the same
+    drivers on the simulator backend (no start jitter)."""
     standin_available()
     tmp = tmp_path_factory.mktemp("standin")
     mp = pytest.MonkeyPatch()
@@ -41,7 +42,9 @@ def standin_races(tmp_path_factory):
     settings = standin_settings(1)
     track = track_from_map("short", LINES_DIR / "short.npy", road_width=24.0, name="short")
     env = TrackManiaEnv(PARAMS, track=track, backend="tmi", backend_options={"settings": settings, "running_speed": 100})
-    drivers = {"classical": None, "throttle": lambda e: ACCELERATE, "brake": lambda e: BRAKE_ONLY}
+    drivers = {"classical": None, "throttle": lambda e: ACCELERATE, "brake": lambda e: BRAKE_ONLY,
+               "medium": lambda e: ACCELERATE}
+    tracks = {name: "short" for name in drivers} | {"medium": "medium"}
     races = {}
     trace_path = tmp / f"trace_{settings.base_port}.jsonl"
     try:
@@ -51,6 +54,11 @@ def standin_races(tmp_path_factory):
                 baseline = BaselineDriver(get_track("short"))
                 policy = lambda e, d=baseline: d.act(e.state)  # noqa: E731
             skip = len(read_trace(trace_path)) if trace_path.exists() else 0
+            if tracks[name] != env.track.name:
+                env.reset(options={"track": track_from_map(tracks[name], LINES_DIR / f"{tracks[name]}.npy",
+                                                           road_width=24.0, name=tracks[name])})
+                env.backend.end_race()
+                skip = len(read_trace(trace_path))
             race = drive(env, policy)
             race["trace"] = read_trace(trace_path)[skip:]
             races[name] = race
@@ -61,13 +69,15 @@ def standin_races(tmp_path_factory):
     sim_env = TrackManiaEnv(PARAMS, track=get_track("short"), backend="sim",
                             backend_options={"start_lateral_jitter_m": 0.0, "start_heading_jitter_rad": 0.0})
     for name in drivers:
+        if tracks[name] != sim_env.track.name:
+            sim_env.reset(options={"track": get_track(tracks[name])})
         policy = drivers[name]
         if policy is None:
             baseline = BaselineDriver(get_track("short"))
             policy = lambda e, d=baseline: d.act(e.state)  # noqa: E731
         sim_races[name] = drive(sim_env, policy)
     sim_env.close()
-    return {"link": races, "sim": sim_races, "tmp": tmp}
+    return {"link": races, "sim": sim_races, "tmp": tmp, "tracks": tracks}
 
 
 def test_standin_classical_driver_finishes_short_as_on_the_simulator(standin_races):
@@ -84,10 +94,11 @@ def test_standin_classical_driver_finishes_short_as_on_the_simulator(standin_rac
         assert abs(a - b) <= 50
 
 
-@pytest.mark.parametrize("driver", ["classical", "throttle", "brake"])
+@pytest.mark.parametrize("driver", ["classical", "throttle", "brake", "medium"])
 def test_standin_races_end_with_the_simulator_backends_reasons(standin_races, driver):
-    """A finish, a held car and a car driven into the first turn end with the same reason (finish,
-    checkpoint, cut-off) through the link as on the simulator backend."""
+    """A finish, a held car and a car driven into the first turn (of `short`, and of `medium` after a
+    map change) end with the same reason (finish, checkpoint, cut-off) through the link as on the
+    simulator backend."""
     link = standin_races["link"][driver]
     sim = standin_races["sim"][driver]
     assert link["infos"][-1]["end_reason"] == sim["infos"][-1]["end_reason"]
@@ -96,7 +107,7 @@ def test_standin_races_end_with_the_simulator_backends_reasons(standin_races, dr
     assert abs(len(link["actions"]) - len(sim["actions"])) <= 1
 
 
-@pytest.mark.parametrize("driver", ["classical", "throttle", "brake"])
+@pytest.mark.parametrize("driver", ["classical", "throttle", "brake", "medium"])
 def test_standin_observations_equal_the_simulator_backends_for_the_same_car_state(standin_races, driver):
     """Every frame and float vector the collectors got through the link equals what the simulator
     backend gives for the same car state (replayed from the stand-in's trace on the built-in `short`),
@@ -107,7 +118,8 @@ def test_standin_observations_equal_the_simulator_backends_for_the_same_car_stat
     race = standin_races["link"][driver]
     steps = action_points(race["trace"], race["infos"])
     assert len(steps) == len(race["obs"])
-    replay_env = TrackManiaEnv(PARAMS, track=get_track("short"), backend=TraceReplayBackend(PARAMS, steps))
+    replay_env = TrackManiaEnv(PARAMS, track=get_track(standin_races["tracks"][driver]),
+                               backend=TraceReplayBackend(PARAMS, steps))
     layout = FloatLayout.from_parameters(PARAMS)
     keep = np.ones(layout.size, dtype=bool)
     keep[layout.gear_change_counter] = False
