@@ -53,18 +53,20 @@ def test_standin_training_runs_checkpoints_and_resumes(tmp_path):
              "-cp", "training.checkpoint_every_n_env_steps=400"]
     run = tmp_path / "runs" / "standin"
     first = _rulka(["-p", "trackmania_iqn_uni", "--config", str(STANDIN_YAML), "--config", str(test_yaml), *small,
-                    "--experiments-dir", str(tmp_path / "runs"), "-e", "standin", "--max-steps", "1200",
+                    "--experiments-dir", str(tmp_path / "runs"), "-e", "standin", "--max-steps", "800",
                     "--no-progress", "--seed", "1"], env, tmp_path / "first.log")
     assert first.returncode == 0, (tmp_path / "first.log").read_text()[-3000:]
     assert (run / "checkpoints" / "last.pt").is_file()
     races_first = list(csv.DictReader((run / "races.csv").open()))
-    second = _rulka(["--resume", str(run), "--max-steps", "1800", "--no-progress"], env, tmp_path / "second.log")
+    second = _rulka(["--resume", str(run), "--max-steps", "1300", "--no-progress"], env, tmp_path / "second.log")
     assert second.returncode == 0, (tmp_path / "second.log").read_text()[-3000:]
     log = (tmp_path / "first.log").read_text() + (tmp_path / "second.log").read_text()
 
     races = list(csv.DictReader((run / "races.csv").open()))
-    assert len(races) > len(races_first) >= 4
-    assert int(races[-1]["env_steps"]) > int(races_first[-1]["env_steps"]) >= 1200
+    assert len(races) > len(races_first) >= 3
+    assert int(races[-1]["env_steps"]) > int(races_first[-1]["env_steps"])
+    resumed = re.search(r"resumed .* at (\d+) environment steps", log)
+    assert resumed and int(resumed.group(1)) >= 800, log[-2000:]
     assert {r["map"] for r in races_first} == {"short", "medium"}
     assert {r["instance"] for r in races_first} == {"0", "1"}  # two games
     assert "0" in {r["exploration"] for r in races}  # the cycle's greedy race was raced
