@@ -24,6 +24,7 @@ and its actions apply one 10 ms tick later (as in TMNF: the game finishes its ti
 from __future__ import annotations
 
 import argparse
+import csv
 import math
 import multiprocessing
 import os
@@ -213,6 +214,13 @@ def learning_table(out: Path, minutes: float) -> None:
         print("| " + " | ".join(row.get(c, "") for c in columns) + " |")
     for row in rows:
         print(f"races of {row['backend']} ended: {row['ended']}")
+    for backend, label in (("sim", "direct"), ("tmi", "link")):
+        path = out / f"{TRACK}_{backend}_seed0" / "races.csv"
+        if path.is_file():
+            races = [r for r in csv.DictReader(path.open()) if float(r["wall_time_s"]) <= minutes * 60]
+            greedy = [float(r["progress_fraction"]) for r in races if r["exploration"] == "0"]
+            print(f"{label}: furthest progress {max(float(r['progress_fraction']) for r in races):.3f} of the track, "
+                  f"best greedy progress {max(greedy, default=0.0):.3f}")
     best = {row["backend"].split()[0]: row["best greedy (s)"] for row in rows}
     if best.get("direct", "-") != "-" and best.get("link", "-") != "-":
         ratio = float(best["link"]) / float(best["direct"])
