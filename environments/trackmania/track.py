@@ -212,9 +212,21 @@ def track_from_map(
     """A real-game track: the map the game loads plus its reference line ``.npy`` (a map-cycle entry).
 
     ``checkpoint_s`` are the real checkpoints' arc lengths along the line, m (the finish excluded);
-    the game itself decides when the race is finished.
+    the game itself decides when the race is finished. When not given, they are read from
+    ``<line>.checkpoints.npy`` beside the line if it exists (a 1-D array, m); without them the zones
+    are not synced to the real checkpoints and a race held at one ends as ``no_progress``.
     """
     track = track_from_npy(reference_line_path, road_width=road_width, name=name or Path(map_path).name)
     track.map_path = str(map_path)
+    if checkpoint_s is None:
+        sidecar = checkpoints_sidecar(reference_line_path)
+        if sidecar.is_file():
+            checkpoint_s = np.load(sidecar, allow_pickle=False).reshape(-1).tolist()
     track.checkpoint_s = [float(s) for s in (checkpoint_s or [])]
     return track
+
+
+def checkpoints_sidecar(reference_line_path: str | Path) -> Path:
+    """``<line>.checkpoints.npy``: the real checkpoints' arc lengths (m) beside a reference line."""
+    path = Path(reference_line_path)
+    return path.with_name(path.stem + ".checkpoints.npy")

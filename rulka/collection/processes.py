@@ -251,8 +251,18 @@ class ProcessCollection:
         for child in self.children:
             if child is None:
                 continue
-            child.process.join(max(0.0, deadline - time.monotonic()))
+            # A child blocked sending a rollout nobody reads would never see the stop flag and be
+            # killed below before it closes its environments (a killed collector's games outlive the
+            # run): read and drop what it sends until it has exited.
+            while child.process.is_alive() and time.monotonic() < deadline:
+                try:
+                    if child.conn.poll(0.05):
+                        child.conn.recv()
+                except (EOFError, OSError):
+                    child.process.join(max(0.0, deadline - time.monotonic()))
+                    break
             if child.process.is_alive():
+                log.warning("collector %d did not stop within %g s: killed", child.collector_id, timeout_s)
                 child.process.kill()
                 child.process.join(5.0)
             child.conn.close()

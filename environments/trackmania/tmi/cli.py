@@ -1,5 +1,5 @@
-"""``rulka tmi ...`` subcommands: ``install`` (copy the plugin), ``check --port N`` and
-``line REPLAY.Gbx OUT.npy`` (reference line from a replay)."""
+"""``rulka tmi ...`` subcommands: ``install`` (copy the plugin), ``check --port N``,
+``line REPLAY.Gbx OUT.npy`` (reference line from a replay) and ``standin --port N`` (a stand-in game)."""
 from __future__ import annotations
 
 import argparse
@@ -43,6 +43,30 @@ def _line(args: argparse.Namespace) -> int:
     return 0
 
 
+def _standin(args: argparse.Namespace) -> int:
+    import os
+    import sys
+
+    from .standin.build import StandinBuildError, standin_command, standin_environment
+    from .standin.tracks import write_track_files
+
+    if args.write_line:
+        for path in write_track_files(args.write_line, args.out):
+            print(f"wrote {path}")
+        return 0
+    extra = list(args.host_options)
+    if extra[:1] == ["--"]:
+        extra = extra[1:]
+    try:
+        command = standin_command(args.port, track=args.track, trace=args.trace, extra=extra)
+    except (StandinBuildError, ValueError) as error:
+        print(f"rulka tmi standin: {error}", file=sys.stderr)
+        return 2
+    print(f"stand-in game on port {args.port} (Ctrl-C stops it); try: rulka tmi check --port {args.port}", flush=True)
+    os.execve(command[0], command, standin_environment())  # this process becomes the game
+    return 0  # not reached
+
+
 def register_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``tmi`` with ``install`` and ``check`` to the main CLI; each sets ``func(args) -> int``."""
     tmi = subparsers.add_parser("tmi", help="the real game through TMInterface 2")
@@ -62,4 +86,19 @@ def register_commands(subparsers: argparse._SubParsersAction) -> argparse.Argume
     line.add_argument("--spacing", type=float, default=0.5,
                       help="metres between points (environment.distance_between_checkpoints; default 0.5)")
     line.set_defaults(func=_line)
+    standin = sub.add_parser(
+        "standin", help="start a stand-in game (our plugin in the AngelScript host, the simulator's car) on a port",
+        description="A game as rulka sees TMNF + TMInterface 2 + rulka_link, without the game: the real plugin "
+                    "in the AngelScript host, with the built-in simulator's car, tracks and frames. Host options "
+                    "(e.g. -- --lose-input-every 7, see tmi_test_host.cpp) follow the command's own.")
+    standin.add_argument("--port", type=int, default=DEFAULT_BASE_PORT, help="the plugin's custom_port")
+    standin.add_argument("--track", default=None,
+                         help="simulator track to load at start (built-in name, procedural:SEED or a line .npy)")
+    standin.add_argument("--trace", default=None, help="append a JSON line per state read and frame to this file")
+    standin.add_argument("--write-line", default=None, metavar="TRACK",
+                         help="instead of starting a game: write TRACK's reference line and checkpoints "
+                              "(map-cycle files for the tmi backend) into --out")
+    standin.add_argument("--out", default=".", help="folder for --write-line")
+    standin.add_argument("host_options", nargs=argparse.REMAINDER, help="more options of the host")
+    standin.set_defaults(func=_standin)
     return tmi

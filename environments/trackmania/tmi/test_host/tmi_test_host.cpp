@@ -26,6 +26,14 @@
 //   * the input record (InputEvents.ToCommandsText) lists each key change at the race time of the
 //     first tick it applies to.
 //
+// Stand-in game (--physics PYTHON): the toy car is replaced by the built-in simulator's car, track,
+// checkpoints and frames, served by `PYTHON -m environments.trackmania.tmi.standin.physics` (a child
+// process, one binary request per tick / state / frame over a pipe; protocol in that module). `map NAME`
+// then loads a simulator track (built-in name, procedural seed or reference-line .npy), each tick steps
+// the car with the held inputs, SaveState() returns the simulated car's blob, RewindToState() restores
+// it, and CaptureScreenshot returns the simulator's first-person frame as BGRA (gray in B, G and R).
+// Every behaviour above keeps its option. `rulka tmi standin` / standin/launch.sh start it like TMNF.
+//
 // Usage: tmi_test_host --plugin rulka_link.as --config "set custom_port 8478" [options, see main()]
 // Prints "COMPILED", then "LISTENING <port>" on stdout once the plugin listens; "TERMINATED ..." on exit.
 // State blobs use the byte offsets of environments/trackmania/tmi/state.py (the game's layout).
@@ -41,7 +49,9 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -267,6 +277,179 @@ SimulationState* StateFactoryFromArray(const CScriptArray& a) {
     return s;
 }
 
+
+// ------------------------------------------------------------------ the simulator's car (stand-in mode)
+// A child Python process; see environments/trackmania/tmi/standin/physics.py for the protocol.
+struct TickReply {
+    int race_time = 0;
+    int checkpoints = 0;  // passed, finish included
+    bool finished = false;
+};
+
+class PhysicsPipe {
+public:
+    bool enabled = false;
+    pid_t pid = -1;
+    int to_child = -1, from_child = -1;
+    double seconds = 0;  // wall time spent waiting for the child (reported at exit)
+    uint64_t requests = 0;
+
+    void Start(const std::string& python, const std::string& trace, int camera) {
+        int down[2], up[2];
+        if (pipe(down) != 0 || pipe(up) != 0) Fail("cannot create the physics pipes");
+        pid = fork();
+        if (pid < 0) Fail("cannot fork the physics process");
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives the game
+            dup2(down[0], 0);
+            dup2(up[1], 1);
+            close(down[0]); close(down[1]); close(up[0]); close(up[1]);
+            std::string cam = std::to_string(camera);
+            std::vector<const char*> argv = {python.c_str(), "-m", "environments.trackmania.tmi.standin.physics",
+                                             "--camera", cam.c_str()};
+            if (!trace.empty()) { argv.push_back("--trace"); argv.push_back(trace.c_str()); }
+            argv.push_back(nullptr);
+            execvp(python.c_str(), const_cast<char* const*>(argv.data()));
+            std::fprintf(stderr, "[host] cannot run %s\n", python.c_str());
+            _exit(127);
+        }
+        close(down[0]);
+        close(up[1]);
+        to_child = down[1];
+        from_child = up[0];
+        enabled = true;
+    }
+
+    [[noreturn]] static void Fail(const std::string& why) {
+        HostLog("physics: " + why);
+        std::printf("TERMINATED physics-error\n");
+        std::fflush(stdout);
+        std::exit(6);
+    }
+
+    void Send(const void* data, size_t n) {
+        const auto* p = static_cast<const char*>(data);
+        while (n > 0) {
+            ssize_t r = write(to_child, p, n);
+            if (r <= 0) Fail("the physics process is gone (write)");
+            p += r;
+            n -= static_cast<size_t>(r);
+        }
+    }
+    void Recv(void* data, size_t n) {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto* p = static_cast<char*>(data);
+        while (n > 0) {
+            ssize_t r = read(from_child, p, n);
+            if (r <= 0) Fail("the physics process is gone (read)");
+            p += r;
+            n -= static_cast<size_t>(r);
+        }
+        seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    template <typename T>
+    T RecvValue() { T v{}; Recv(&v, sizeof(T)); return v; }
+
+    TickReply RecvTick() {
+        TickReply t;
+        t.race_time = RecvValue<int32_t>();
+        t.checkpoints = RecvValue<int32_t>();
+        t.finished = RecvValue<uint8_t>() != 0;
+        return t;
+    }
+    TickReply Tick(uint8_t keys) {
+        cache_valid = false;
+        const uint8_t msg[2] = {'T', keys};
+        Send(msg, 2);
+        ++requests;
+        return RecvTick();
+    }
+    TickReply RaceStart() { cache_valid = false; Send("G", 1); ++requests; return RecvTick(); }
+    // Loads a track; returns its checkpoint count (finish included), or -1 with `error` set.
+    int LoadMap(const std::string& name, std::string& error) {
+        const uint16_t n = static_cast<uint16_t>(std::min<size_t>(name.size(), 60000));
+        cache_valid = false;
+        Send("M", 1);
+        Send(&n, 2);
+        Send(name.data(), n);
+        ++requests;
+        const int count = RecvValue<int32_t>();
+        const uint16_t len = RecvValue<uint16_t>();
+        error.assign(len, '\0');
+        if (len > 0) Recv(&error[0], len);
+        return count;
+    }
+    // The car's blob until it changes (a tick, a rewind, a race start, a map): a state read and a
+    // rewind to the current state at the same tick (what rulka does every action) cost one request.
+    std::vector<uint8_t> cached;
+    bool cache_valid = false;
+    void Invalidate() { cache_valid = false; }
+
+    std::vector<uint8_t> Save() {
+        if (cache_valid) return cached;
+        cached = SaveUncached();
+        cache_valid = true;
+        return cached;
+    }
+    std::vector<uint8_t> SaveUncached() {
+        Send("S", 1);
+        ++requests;
+        const int n = RecvValue<int32_t>();
+        if (n < 0 || n > (1 << 20)) Fail("bad state size from the physics process");
+        std::vector<uint8_t> b(static_cast<size_t>(n));
+        if (n > 0) Recv(b.data(), b.size());
+        return b;
+    }
+    // Rewinding to the car's current blob changes nothing: answered without a request.
+    TickReply Restore(const std::vector<uint8_t>& b, const TickReply& current) {
+        if (cache_valid && b.size() >= OFF_CP_DATA && SameCar(b)) return current;
+        cache_valid = false;
+        const int32_t n = static_cast<int32_t>(b.size());
+        Send("R", 1);
+        Send(&n, 4);
+        if (n > 0) Send(b.data(), b.size());
+        ++requests;
+        return RecvTick();
+    }
+    bool SameCar(const std::vector<uint8_t>& b) const {
+        if (b.size() != cached.size()) return false;
+        // the host patches these from its own state (EncodePhysics); everything else is the car
+        const std::pair<size_t, size_t> game_fields[] = {{OFF_TIMERS + 4, 4}, {OFF_RACE_TIME, 4},
+                                                        {OFF_RACE_FINISHED, 4}, {OFF_INPUT_EVENTS, 4}};
+        size_t start = 0;
+        for (const auto& f : game_fields) {
+            if (std::memcmp(b.data() + start, cached.data() + start, f.first - start) != 0) return false;
+            start = f.first + f.second;
+        }
+        return std::memcmp(b.data() + start, cached.data() + start, b.size() - start) == 0;
+    }
+
+    std::vector<uint8_t> Frame(int w, int h) {
+        const int32_t size[2] = {w, h};
+        Send("F", 1);
+        Send(size, 8);
+        ++requests;
+        std::vector<uint8_t> gray(static_cast<size_t>(w) * static_cast<size_t>(h));
+        if (!gray.empty()) Recv(gray.data(), gray.size());
+        return gray;
+    }
+    bool Camera(int camera) {
+        const int32_t c = camera;
+        Send("C", 1);
+        Send(&c, 4);
+        ++requests;
+        return RecvValue<uint8_t>() != 0;
+    }
+    void Stop() {
+        if (!enabled) return;
+        close(to_child);  // the child exits at the end of its input
+        close(from_child);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        enabled = false;
+    }
+} g_physics;
+
 // ------------------------------------------------------------------ the toy game
 // TMInterface's enum values (as.predefined): TM::GameState and InputType.
 enum GameState { GS_STARTUP = 16, GS_MENUS = 32, GS_RACE = 512, GS_RACE_END_DIALOG = 1024 };
@@ -311,6 +494,7 @@ struct Game {
     bool minimised = false;
     bool console_open = true;
     float last_running_speed = 1.0f;  // last speed above 1 that was logged
+    int physics_checkpoints = 0;  // stand-in: checkpoints the simulated car has passed (finish included)
 
     void ResetCar() {
         race_time = -countdown_ms;
@@ -321,9 +505,23 @@ struct Game {
         cp_times.clear();
         next_cp = 0;
         events.clear();
+        physics_checkpoints = 0;
+        if (g_physics.enabled) g_physics.RaceStart();
+    }
+
+    // The simulated car's blob with the game's own fields (race time, finish flag, held inputs) set.
+    std::vector<uint8_t> EncodePhysics() const {
+        std::vector<uint8_t> b = g_physics.Save();
+        if (b.size() < OFF_CP_DATA) PhysicsPipe::Fail("state blob too short");
+        Put<int32_t>(b, OFF_TIMERS + 4, race_time);
+        Put<int32_t>(b, OFF_RACE_TIME, race_time);
+        Put<int32_t>(b, OFF_RACE_FINISHED, player.race_finished ? 1 : 0);
+        for (int k = 0; k < 4; ++k) b[OFF_INPUT_EVENTS + k] = keys[k] ? 1 : 0;  // held inputs
+        return b;
     }
 
     std::vector<uint8_t> Encode() const {
+        if (g_physics.enabled) return EncodePhysics();
         const int n = static_cast<int>(checkpoints.size());
         std::vector<uint8_t> b(OFF_CP_DATA + 12 + 4 * n + 8 * n, 0);
         Put<uint32_t>(b, 0, 1);
@@ -399,11 +597,22 @@ struct Game {
             }
         }
         next_cp = cp_times.size();
+        if (g_physics.enabled) {
+            TickReply current;
+            current.checkpoints = physics_checkpoints;
+            physics_checkpoints = g_physics.Restore(b, current).checkpoints;
+        }
     }
 
     // One 10 ms physics tick with the held inputs.
     void Physics() {
-        if (race_time >= 0) {
+        if (g_physics.enabled) {
+            if (race_time >= 0) {
+                const uint8_t held = (keys[IT_UP] ? 1 : 0) | (keys[IT_DOWN] ? 2 : 0) | (keys[IT_LEFT] ? 4 : 0) |
+                                     (keys[IT_RIGHT] ? 8 : 0);
+                physics_checkpoints = g_physics.Tick(held).checkpoints;
+            }
+        } else if (race_time >= 0) {
             const double dt = 0.01;
             double a = -0.5 * v * 0.02;  // drag
             if (keys[IT_UP]) a += 12.0;
@@ -554,6 +763,16 @@ CScriptArray* CaptureScreenshot(Vec2& size) {
     const int w = static_cast<int>(size.x), h = static_cast<int>(size.y);
     CScriptArray* a = NewByteArray(static_cast<size_t>(std::max(0, w * h * 4)));
     auto* p = static_cast<uint8_t*>(w * h > 0 ? a->At(0) : nullptr);
+    if (g_physics.enabled && w > 0 && h > 0) {  // the simulator's frame, gray in B, G and R
+        const std::vector<uint8_t> gray = g_physics.Frame(w, h);
+        for (int i = 0; i < w * h; ++i) {
+            const bool console = g_game.console_open && i / w < h / 4;
+            const uint8_t v = console ? 255 : gray[static_cast<size_t>(i)];
+            p[4 * i] = p[4 * i + 1] = p[4 * i + 2] = v;
+            p[4 * i + 3] = 255;
+        }
+        return a;
+    }
     const int shift = static_cast<int>(g_game.z * 8.0);
     for (int row = 0; row < h; ++row) {
         for (int col = 0; col < w; ++col) {
@@ -894,6 +1113,15 @@ void RunCommand(const std::string& line) {
         std::string path = line.substr(line.find("map") + 3);
         while (!path.empty() && (path.front() == ' ' || path.front() == '"')) path.erase(path.begin());
         while (!path.empty() && (path.back() == ' ' || path.back() == '"')) path.pop_back();
+        if (g_physics.enabled) {
+            std::string error;
+            const int count = g_physics.LoadMap(path, error);
+            if (count < 1) {
+                HostLog("cannot load map " + path + ": " + error);  // the game stays where it was
+                return;
+            }
+            g_game.checkpoints.assign(static_cast<size_t>(count), 0.0);  // only their number is used
+        }
         g_game.map = path;
         auto cps = g_game.map_checkpoints.find(path);
         if (cps != g_game.map_checkpoints.end()) g_game.checkpoints = cps->second;
@@ -905,6 +1133,8 @@ void RunCommand(const std::string& line) {
         } else {
             StartRaceOnLoadedMap();
         }
+    } else if (cmd == "cam" && args.size() >= 2 && g_physics.enabled) {
+        if (!g_physics.Camera(std::atoi(args[1].c_str()))) HostLog("unknown camera " + args[1]);
     } else if (cmd == "toggle_console") {
         g_game.console_open = !g_game.console_open;
         HostLog(std::string("console ") + (g_game.console_open ? "opened" : "closed"));
@@ -945,7 +1175,10 @@ void Tick() {
     if (!g_game.in_race) return;
     g_game.Physics();
     const size_t next = g_game.next_cp;
-    if (!g_game.finished && next < g_game.checkpoints.size() && g_game.z >= g_game.checkpoints[next]) {
+    const bool passed = g_physics.enabled
+        ? g_game.physics_checkpoints > static_cast<int>(next)
+        : next < g_game.checkpoints.size() && g_game.z >= g_game.checkpoints[next];
+    if (!g_game.finished && next < g_game.checkpoints.size() && passed) {
         g_game.next_cp = next + 1;
         g_game.cp_times.push_back(g_game.race_time);
         const int current = static_cast<int>(g_game.cp_times.size());
@@ -973,6 +1206,8 @@ int main(int argc, char** argv) {
     int pre_config_renders = 3;
     bool strict_enum_scope = true;
     bool dump_api = false;
+    std::string physics_python, physics_trace, start_map;
+    int physics_camera = 2;
     for (int i = 1; i < argc; i += 2) {
         std::string k = argv[i];
         if (k == "--dump-api") {
@@ -997,6 +1232,10 @@ int main(int argc, char** argv) {
         else if (k == "--map-load-ms") g_game.map_load_ms = std::atoi(v.c_str());
         else if (k == "--pre-config-renders") pre_config_renders = std::atoi(v.c_str());
         else if (k == "--process-name") prctl(PR_SET_NAME, v.c_str(), 0, 0, 0);
+        else if (k == "--physics") physics_python = v;
+        else if (k == "--physics-trace") physics_trace = v;
+        else if (k == "--camera") physics_camera = std::atoi(v.c_str());
+        else if (k == "--start-map") start_map = v;
         else if (k == "--saved-variables") {
             for (const auto& kv : SplitOn(v, ',')) {
                 const auto eq = kv.find('=');
@@ -1051,6 +1290,7 @@ int main(int argc, char** argv) {
     }
     std::printf("COMPILED\n");
     std::fflush(stdout);
+    if (!physics_python.empty()) g_physics.Start(physics_python, physics_trace, physics_camera);
     g_ctx = g_engine->CreateContext();
     g_cb.main = mod->GetFunctionByDecl("void Main()");
     g_cb.render = mod->GetFunctionByDecl("void Render()");
@@ -1080,6 +1320,7 @@ int main(int argc, char** argv) {
         if (!startup_done && NowMs() >= static_cast<uint64_t>(startup_ms)) {
             startup_done = true;
             SetGameState(GS_MENUS);
+            if (!start_map.empty()) RunCommand("map " + start_map);
         }
         ProcessCommands();
         if (g_game.loading && NowMs() >= g_game.loading_until) StartRaceOnLoadedMap();
@@ -1095,6 +1336,13 @@ int main(int argc, char** argv) {
         CallNoArg(g_cb.render);
     }
     CallNoArg(g_cb.disabled);
+    if (g_physics.enabled) {
+        char buf[128];
+        std::snprintf(buf, sizeof(buf), "physics: %llu requests, %.3f s waiting", 
+                      static_cast<unsigned long long>(g_physics.requests), g_physics.seconds);
+        HostLog(buf);
+        g_physics.Stop();
+    }
     for (auto& kv : g_custom_commands) kv.second->Release();
     g_ctx->Release();
     g_engine->ShutDownAndRelease();

@@ -1,0 +1,287 @@
+"""The real-game link (stand-in games) against the simulator backend, on `short`, in one run:
+
+1. cost of one 10 ms tick of the stand-in's physics: the car stepped in this process vs one request
+   over the host's pipe to the physics process (what every tick of a stand-in game pays);
+2. the link's latency per action: ``env.step`` through TMIBackend -> TCP -> rulka_link.as in the
+   AngelScript host -> simulator car and frame, p50 / p99, against the simulator backend's step;
+3. actions/s at 4 instances, same collectors and network (trackmania_iqn_sim's: 1 collector process
+   x 4 environments, learning off), simulator backend vs stand-in games, then end to end (learning on);
+4. a learning row for each (``--minutes``, default 30) in the format of bench/trackmania_vs_baseline.py:
+   trackmania_iqn_sim's configuration on `short`, once with ``environment.backend: sim`` and once with
+   ``environment.backend: tmi`` through 4 stand-in games launched by launch.sh (the
+   TMI_LINUX_LAUNCH_SCRIPT contract). With ``--parallel`` both rows train at the same time (same load).
+
+    python bench/trackmania_link_vs_direct.py [--minutes 30] [--seconds 40] [--parallel] [--out DIR]
+    python bench/trackmania_link_vs_direct.py --skip-speed --parallel --out DIR    # only the learning rows
+    python bench/trackmania_link_vs_direct.py --skip-rows                          # only 1-3
+    python bench/trackmania_link_vs_direct.py --summarize DIR [--minutes 30]       # the table from DIR
+
+Goals (issue 19): the link costs at most 20 % of the simulator backend's actions/s at 4 instances; the
+link row's best greedy race within 10 % of the direct row's (one seed each).
+Differences that stay: a stand-in race starts on the line without the simulator's seeded start jitter,
+and its actions apply one 10 ms tick later (as in TMNF: the game finishes its tick before it freezes).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import multiprocessing
+import os
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+TRACK = "short"
+LEARNING_OFF = ["training.train_every_n_env_steps=1000000000", "memory.memory_size_schedule=[[0, [50000, 1000]]]"]
+
+
+def free_base_port(n: int = 8) -> int:
+    """A base port with ``n`` free ports after it (probed)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n > 65535:
+            continue
+        try:
+            for port in range(base, base + n):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+
+
+def use_standin_games() -> None:
+    """Point the real-game backend at stand-in games (the .env keys a user sets for a Wine script)."""
+    from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT, host_binary
+
+    host_binary()  # build once, before collectors launch four games at the same time
+    os.environ.update({"TMI_LINUX_LAUNCH_SCRIPT": str(LAUNCH_SCRIPT), "TMI_ACCOUNT_NAME": "standin",
+                       "TMI_BASE_PORT": str(free_base_port()), "RULKA_STANDIN_PYTHON": sys.executable,
+                       "TMI_START_TIMEOUT_S": "120"})
+
+
+def graph_manager_for(backend: str, overrides: list[str]):
+    """trackmania_iqn_sim on `short`; ``backend`` tmi races stand-in games with the same settings."""
+    from environments.trackmania.tmi.standin.tracks import LINES_DIR
+    from rulka.config import apply_overrides
+    from rulka.presets import load_graph_manager
+
+    graph_manager = load_graph_manager("trackmania_iqn_sim")
+    graph_manager.config = apply_overrides(graph_manager.config, [], overrides)
+    graph_manager.config.environment.backend = backend
+    for entry in graph_manager.config.map_cycle.entries:
+        entry.map_path = entry.short_name = TRACK
+        if backend == "tmi":
+            entry.reference_line_path = str(LINES_DIR / f"{TRACK}.npy")
+    if backend == "tmi":
+        use_standin_games()
+        graph_manager.preflight()
+    return graph_manager
+
+
+# ---------------------------------------------------------------------- 1. per tick
+def tick_costs(ticks: int = 20000) -> tuple[float, float]:
+    """(µs per tick in process, µs per tick through the physics pipe), full throttle on `short`."""
+    from environments.trackmania.tmi.standin.physics import StandinPhysics
+
+    physics = StandinPhysics()
+    physics.load(TRACK)
+    t0 = time.perf_counter()
+    for k in range(ticks):
+        if k % 2000 == 0:
+            physics.race_start()
+        physics.tick(1)
+    direct = (time.perf_counter() - t0) / ticks * 1e6
+    child = subprocess.Popen([sys.executable, "-m", "environments.trackmania.tmi.standin.physics"], cwd=ROOT,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    name = TRACK.encode()
+    child.stdin.write(b"M" + struct.pack("<H", len(name)) + name)
+    child.stdout.read(6)
+    t0 = time.perf_counter()
+    for k in range(ticks):
+        if k % 2000 == 0:
+            child.stdin.write(b"G")
+            child.stdout.read(9)
+        child.stdin.write(b"T\x01")
+        child.stdout.read(9)
+    piped = (time.perf_counter() - t0) / ticks * 1e6
+    child.stdin.close()
+    child.wait(timeout=10)
+    return direct, piped
+
+
+# ---------------------------------------------------------------------- 2. latency per action
+def step_latencies(backend: str, actions: int) -> list[float]:
+    """Seconds per ``env.step`` of random actions (races restart as they end), one environment."""
+    import numpy as np
+
+    from environments.trackmania.env import TrackManiaEnv
+    from environments.trackmania.parameters import TrackManiaEnvironmentParameters
+    from environments.trackmania.track import track_from_map
+    from environments.trackmania.tmi.settings import load_settings
+    from environments.trackmania.tmi.standin.tracks import LINES_DIR
+    from environments.trackmania.tracks import get_track
+
+    params = TrackManiaEnvironmentParameters(H_downsized=48, W_downsized=64)
+    if backend == "tmi":
+        use_standin_games()
+        track = track_from_map(TRACK, LINES_DIR / f"{TRACK}.npy", road_width=24.0, name=TRACK)
+        env = TrackManiaEnv(params, track=track, backend="tmi",
+                            backend_options={"settings": load_settings(None), "running_speed": 160})
+    else:
+        env = TrackManiaEnv(params, track=get_track(TRACK), backend="sim")
+    rng = np.random.default_rng(0)
+    out = []
+    env.reset(seed=0)
+    try:
+        while len(out) < actions:
+            t0 = time.perf_counter()
+            _, _, terminated, truncated, _ = env.step(int(rng.integers(0, 4)))  # accelerating actions
+            out.append(time.perf_counter() - t0)
+            if terminated or truncated:
+                env.reset()
+    finally:
+        env.close()
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+# ---------------------------------------------------------------------- 3. actions/s
+def actions_per_second(backend: str, overrides: list[str], warmup: int, seconds: float) -> tuple[float, float]:
+    """(actions/s, updates/s) after ``warmup`` stored actions, over ``seconds`` (as bench/collection.py)."""
+    graph_manager = graph_manager_for(backend, ["training.checkpoint_every_n_env_steps=0", *overrides])
+    graph_manager.create(None, "cpu", 0)
+    counters = graph_manager.agent.counters
+    thread = threading.Thread(target=graph_manager.improve, kwargs={"max_env_steps": 10 ** 9, "show_progress": False})
+    thread.start()
+    while counters.env_steps < warmup and thread.is_alive():
+        time.sleep(0.05)
+    t1, s1, u1 = time.monotonic(), counters.env_steps, counters.gradient_updates
+    time.sleep(seconds)
+    t2, s2, u2 = time.monotonic(), counters.env_steps, counters.gradient_updates
+    graph_manager.stop_requested = True
+    thread.join()
+    graph_manager.close()
+    return (s2 - s1) / (t2 - t1), (u2 - u1) / (t2 - t1)
+
+
+# ---------------------------------------------------------------------- 4. learning rows
+def train_row(backend: str, minutes: float, run_dir: Path, seed: int = 0) -> None:
+    """One learning row: ``minutes`` of wall time (run in a child process by :func:`main`)."""
+    graph_manager = graph_manager_for(backend, [])
+    graph_manager.create(run_dir, "cpu", seed)
+    timer = threading.Timer(minutes * 60, lambda: setattr(graph_manager, "stop_requested", True))
+    timer.start()
+    try:
+        graph_manager.improve(show_progress=False)
+    finally:
+        timer.cancel()
+        graph_manager.close()
+
+
+def learning_table(out: Path, minutes: float) -> None:
+    from trackmania_vs_baseline import COLUMNS, references, table_row
+
+    refs = references(TRACK)
+    print(f"{TRACK}: shipped driver {refs.shipped_s:.2f} s, tuned driver {refs.tuned_s:.2f} s ({refs.tuned_setting})")
+    rows = []
+    for backend, label in (("sim", "direct (sim backend)"), ("tmi", "link (4 stand-in games)")):
+        run_dir = out / f"{TRACK}_{backend}_seed0"
+        if not (run_dir / "races.csv").is_file():
+            print(f"{run_dir}: no races.csv (row not trained)")
+            continue
+        rows.append({"backend": label, **table_row(TRACK, "0", minutes, refs, run_dir)})
+    columns = ("backend", *COLUMNS)
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "|".join("---" for _ in columns) + "|")
+    for row in rows:
+        print("| " + " | ".join(row.get(c, "") for c in columns) + " |")
+    for row in rows:
+        print(f"races of {row['backend']} ended: {row['ended']}")
+    for backend, label in (("sim", "direct"), ("tmi", "link")):
+        path = out / f"{TRACK}_{backend}_seed0" / "races.csv"
+        if path.is_file():
+            races = [r for r in csv.DictReader(path.open()) if float(r["wall_time_s"]) <= minutes * 60]
+            greedy = [float(r["progress_fraction"]) for r in races if r["exploration"] == "0"]
+            print(f"{label}: furthest progress {max(float(r['progress_fraction']) for r in races):.3f} of the track, "
+                  f"best greedy progress {max(greedy, default=0.0):.3f}")
+    best = {row["backend"].split()[0]: row["best greedy (s)"] for row in rows}
+    if best.get("direct", "-") != "-" and best.get("link", "-") != "-":
+        ratio = float(best["link"]) / float(best["direct"])
+        print(f"best greedy race, link / direct: {ratio:.3f} (goal: within 10 %, i.e. <= 1.10; one seed each)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=30.0, help="wall time of each learning row (default 30)")
+    parser.add_argument("--seconds", type=float, default=40.0, help="measuring window of each actions/s row")
+    parser.add_argument("--warmup", type=int, default=3000, help="stored actions before an actions/s window")
+    parser.add_argument("--latency-actions", type=int, default=3000, help="actions timed per backend")
+    parser.add_argument("--parallel", action="store_true", help="train the two learning rows at the same time")
+    parser.add_argument("--skip-speed", action="store_true", help="only the learning rows")
+    parser.add_argument("--skip-rows", action="store_true", help="only the speed measurements")
+    parser.add_argument("--out", default=None, help="folder of the learning rows' run folders")
+    parser.add_argument("--summarize", metavar="DIR", default=None, help="only print the learning table from DIR")
+    parser.add_argument("--train-row", nargs=2, metavar=("BACKEND", "RUN_DIR"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.train_row:
+        train_row(args.train_row[0], args.minutes, Path(args.train_row[1]))
+        return
+    if args.summarize:
+        learning_table(Path(args.summarize), args.minutes)
+        return
+    print(f"{os.cpu_count()} CPUs (shared with other work: see the README's note), {TRACK}, one seed", flush=True)
+    if not args.skip_speed:
+        direct, piped = tick_costs()
+        print(f"1. one 10 ms tick: {direct:.1f} µs in process, {piped:.1f} µs through the physics pipe "
+              f"({piped / direct:.1f}x); an action is 5 ticks", flush=True)
+        lat = {b: step_latencies(b, args.latency_actions) for b in ("sim", "tmi")}
+        for b, name in (("sim", "simulator backend"), ("tmi", "link (stand-in game, speed 160)")):
+            print(f"2. env.step, {name}: p50 {percentile(lat[b], 50) * 1e3:.2f} ms, "
+                  f"p99 {percentile(lat[b], 99) * 1e3:.2f} ms ({len(lat[b])} actions)", flush=True)
+        layouts = [("learning off, 1 collector x 4 envs", [*LEARNING_OFF, "performance.gpu_collectors_count=1",
+                                                          "performance.envs_per_collector=4"]),
+                   ("learning off, 4 collectors x 1 env", [*LEARNING_OFF, "performance.gpu_collectors_count=4",
+                                                          "performance.envs_per_collector=1"]),
+                   ("end to end, 1 collector x 4 envs", ["performance.gpu_collectors_count=1",
+                                                        "performance.envs_per_collector=4"])]
+        print(f"3. {'4 instances':<38} {'sim act/s':>10} {'link act/s':>10} {'link/sim':>8}", flush=True)
+        for name, overrides in layouts:
+            sim, _ = actions_per_second("sim", overrides, args.warmup, args.seconds)
+            link, _ = actions_per_second("tmi", overrides, args.warmup, args.seconds)
+            print(f"   {name:<38} {sim:>10.0f} {link:>10.0f} {link / sim:>8.2f}", flush=True)
+    if args.skip_rows:
+        return
+    out = Path(args.out or "bench_link_vs_direct")
+    out.mkdir(parents=True, exist_ok=True)
+    commands = [[sys.executable, __file__, "--minutes", str(args.minutes), "--train-row", backend,
+                 str(out / f"{TRACK}_{backend}_seed0")] for backend in ("sim", "tmi")]
+    if args.parallel:
+        children = [subprocess.Popen(c, cwd=ROOT) for c in commands]
+        for child in children:
+            child.wait()
+    else:
+        for c in commands:
+            subprocess.run(c, cwd=ROOT, check=False)
+    print(f"4. learning rows ({args.minutes:g} min each{', trained at the same time' if args.parallel else ''}):")
+    learning_table(out, args.minutes)
+
+
+if __name__ == "__main__":
+    main()

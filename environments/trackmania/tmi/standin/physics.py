@@ -1,0 +1,260 @@
+"""The stand-in game's physics: the simulator's car and renderer, served to the C++ host over a pipe.
+
+The AngelScript host (``test_host/tmi_test_host.cpp`` with ``--physics``) starts this module as a
+child process and talks to it over stdin / stdout with one compact binary message per request
+(little-endian; every request gets exactly one reply, so the pipe never loses its place):
+
+======  ============================  ==========================================================
+byte    request (after the byte)      reply
+======  ============================  ==========================================================
+``M``   u16 n + n bytes: map name     i32 n_checkpoints (finish included) or -1, then u16 n + error
+``G``   nothing: race start           TICK reply (car at the start, race time 0)
+``T``   u8 keys (1 up, 2 down,        TICK reply: i32 race time ms, i32 checkpoints passed
+        4 left, 8 right)              (finish included), u8 finished
+``S``   nothing                       i32 n + n bytes: the state blob (tmi/state.py offsets)
+``R``   i32 n + n bytes: a blob       TICK reply (the car restored from the blob)
+``F``   i32 W, i32 H                  W*H bytes: grayscale first-person frame, top row first
+``C``   i32 camera number             u8 1 if known, else 0
+======  ============================  ==========================================================
+
+Maps are simulator tracks (:func:`environments.trackmania.tracks.get_track`: a built-in name, a
+procedural seed or a reference-line ``.npy``). The car starts on the line with no jitter. The blob
+is :func:`~environments.trackmania.tmi.state.encode_state` of exactly the
+:class:`~environments.trackmania.backend.CarState` that :class:`~environments.trackmania.sim.backend.SimBackend`
+reports for the car, plus the car's exact (float64) state in bytes 224-671 (the game's dyna history,
+which rulka never reads), so a rewind restores the car bit for bit; the checkpoint times are read
+from the blob's own arrays (a finish marked unreached, -1, is not finished).
+
+``--trace FILE`` appends one line per state read and per frame (JSON: kind, race time, the exact car
+state) for tests that compare the link with the simulator backend.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+import sys
+from typing import BinaryIO
+
+import numpy as np
+
+from environments.trackmania.parameters import TrackManiaEnvironmentParameters
+from environments.trackmania.sim.backend import SimBackend, SimOptions
+from environments.trackmania.sim.car import CarPhysics
+from environments.trackmania.sim.render import Renderer
+from environments.trackmania.tmi.state import decode_checkpoints, encode_state
+from environments.trackmania.tracks import get_track
+
+#: Where the car's exact state lives in the blob (bytes the agent never reads), and its marker.
+SNAPSHOT_OFFSET = 224
+SNAPSHOT_MAGIC = 0x52554C4B  # "RULK"
+#: CarPhysics scalars saved in a blob (ints and bools are exact in float64).
+SNAPSHOT_SCALARS = (
+    "idx", "x", "z", "y", "psi", "pitch", "u", "w", "vy", "r", "delta", "vx", "vz", "along", "gear", "rpm",
+    "gearbox_state", "shift_timer", "since_shift", "turbo_timer", "airborne", "landing", "freewheeling",
+    "time_ms", "lat", "s", "wall_hits",
+)
+SNAPSHOT_LISTS = ("surfaces", "sliding", "damper")  # 4 values each
+_N_DOUBLES = len(SNAPSHOT_SCALARS) + 4 * len(SNAPSHOT_LISTS)
+_SNAPSHOT = struct.Struct(f"<I{_N_DOUBLES}d")
+assert SNAPSHOT_OFFSET + _SNAPSHOT.size <= 672  # stays before the dyna's current state
+_INT_FIELDS = {"idx", "gear", "gearbox_state", "time_ms", "wall_hits"}
+_BOOL_FIELDS = {"airborne", "freewheeling"}
+
+
+def car_snapshot(car: CarPhysics) -> list[float]:
+    """The car's exact state as floats (order: SNAPSHOT_SCALARS then SNAPSHOT_LISTS)."""
+    values = [float(getattr(car, name)) for name in SNAPSHOT_SCALARS]
+    for name in SNAPSHOT_LISTS:
+        values.extend(float(v) for v in getattr(car, name))
+    return values
+
+
+def restore_snapshot(car: CarPhysics, values: list[float] | tuple[float, ...], checkpoint_times_ms: list[int],
+                     n_gates: int) -> None:
+    """Set ``car`` to the state :func:`car_snapshot` gave; checkpoints (finish last) from the blob."""
+    for name, value in zip(SNAPSHOT_SCALARS, values):
+        if name in _INT_FIELDS:
+            value = int(value)
+        elif name in _BOOL_FIELDS:
+            value = bool(value)
+        setattr(car, name, value)
+    rest = list(values[len(SNAPSHOT_SCALARS):])
+    car.surfaces[:] = [int(v) for v in rest[0:4]]
+    car.sliding[:] = [bool(v) for v in rest[4:8]]
+    car.damper[:] = [float(v) for v in rest[8:12]]
+    gates = [t for t in checkpoint_times_ms[:n_gates] if t >= 0]
+    car.checkpoint_times_ms = gates
+    car.next_checkpoint = len(gates)
+    car.finished = len(checkpoint_times_ms) > n_gates and checkpoint_times_ms[n_gates] >= 0
+
+
+class StandinPhysics:
+    """One simulated car on one simulator track, as the stand-in game's world."""
+
+    def __init__(self, camera: int = 2, trace: BinaryIO | None = None) -> None:
+        self.params = TrackManiaEnvironmentParameters()
+        self.sim = SimBackend(self.params, SimOptions(render=False))
+        self.camera = camera
+        self.track = None
+        self.renderers: dict[tuple[int, int, int], Renderer] = {}
+        self.finish_time_ms: int | None = None
+        self.trace = trace
+
+    # ------------------------------------------------------------------ requests
+    def load(self, name: str) -> int:
+        """Load the track ``name``; returns the checkpoint count the game reports (gates + finish)."""
+        track = get_track(name)
+        if track is not self.track:
+            self.renderers.clear()  # they draw one track each
+        self.sim.start_race(track, None)
+        self.track = track
+        self.race_start()
+        return len(self.sim.car.geo.checkpoint_s) + 1
+
+    def race_start(self) -> None:
+        """The car stands at the start of the line (no jitter), race time 0."""
+        self.sim.car.reset(0, 0.0, 0.0)
+        self.finish_time_ms = None
+
+    def tick(self, keys: int) -> None:
+        """One 10 ms tick with the held keys (up = accelerate, down = brake, left, right)."""
+        car = self.sim.car
+        steer = (1 if keys & 4 else 0) - (1 if keys & 8 else 0)
+        car.run(bool(keys & 1), bool(keys & 2), steer, 1)
+        if car.finished and self.finish_time_ms is None:
+            self.finish_time_ms = car.time_ms
+
+    def checkpoints_passed(self) -> int:
+        car = self.sim.car
+        return len(car.checkpoint_times_ms) + (1 if car.finished else 0)
+
+    def n_gates(self) -> int:
+        return len(self.sim.car.geo.checkpoint_s)
+
+    def state_blob(self) -> bytes:
+        """The SimBackend's CarState of the car at the game's offsets, plus the exact snapshot."""
+        state = self.sim._state()
+        times = list(self.sim.car.checkpoint_times_ms)
+        if self.sim.car.finished:
+            times.append(self.finish_time_ms if self.finish_time_ms is not None else self.sim.car.time_ms)
+        state.checkpoint_times_ms = times
+        blob = bytearray(encode_state(state, n_checkpoints=self.n_gates() + 1))
+        _SNAPSHOT.pack_into(blob, SNAPSHOT_OFFSET, SNAPSHOT_MAGIC, *car_snapshot(self.sim.car))
+        self._trace("state")
+        return bytes(blob)
+
+    def restore(self, blob: bytes) -> None:
+        """Put the car in the state saved in ``blob`` (the checkpoint times as the blob has them)."""
+        if len(blob) < SNAPSHOT_OFFSET + _SNAPSHOT.size:
+            raise ValueError(f"state blob of {len(blob)} bytes has no stand-in car state")
+        magic, *values = _SNAPSHOT.unpack_from(blob, SNAPSHOT_OFFSET)
+        if magic != SNAPSHOT_MAGIC:
+            raise ValueError("state blob was not saved by the stand-in game")
+        _, times = decode_checkpoints(blob)
+        restore_snapshot(self.sim.car, values, times, self.n_gates())
+        finished = len(times) > self.n_gates() and times[self.n_gates()] >= 0
+        self.finish_time_ms = times[self.n_gates()] if finished else None
+
+    def frame(self, width: int, height: int) -> bytes:
+        """The simulator's first-person grayscale frame at ``width`` x ``height``."""
+        key = (width, height, self.camera)
+        renderer = self.renderers.get(key)
+        if renderer is None:
+            renderer = self.renderers[key] = Renderer(self.track, height, width, self.camera)
+        car = self.sim.car
+        self._trace("frame")
+        return renderer.render(car.x, car.z, car.psi).tobytes()
+
+    def set_camera(self, camera: int) -> bool:
+        from environments.trackmania.sim.render import CAMERAS
+
+        if camera not in CAMERAS:
+            return False
+        if camera != self.camera:
+            self.camera = camera
+        return True
+
+    def _trace(self, kind: str) -> None:
+        if self.trace is None:
+            return
+        record = {"kind": kind, "track": self.track.name, "t": self.sim.car.time_ms,
+                  "finished": bool(self.sim.car.finished), "camera": self.camera,
+                  "checkpoints": list(self.sim.car.checkpoint_times_ms), "car": car_snapshot(self.sim.car)}
+        self.trace.write((json.dumps(record) + "\n").encode())
+        self.trace.flush()
+
+    # ------------------------------------------------------------------ pipe
+    def serve(self, inp: BinaryIO, out: BinaryIO) -> None:
+        """Answer the host's requests until it closes the pipe."""
+        def read(n: int) -> bytes:
+            data = inp.read(n)
+            if len(data) != n:
+                raise EOFError
+            return data
+
+        def tick_reply() -> None:
+            out.write(struct.pack("<iiB", self.sim.car.time_ms, self.checkpoints_passed(), self.sim.car.finished))
+
+        tick = struct.Struct("<iiB")
+        while True:
+            try:
+                op = read(1)
+            except EOFError:
+                return
+            if op == b"T":
+                keys = read(1)[0]
+                self.tick(keys)
+                car = self.sim.car
+                out.write(tick.pack(car.time_ms, self.checkpoints_passed(), car.finished))
+            elif op == b"S":
+                blob = self.state_blob()
+                out.write(struct.pack("<i", len(blob)) + blob)
+            elif op == b"F":
+                w, h = struct.unpack("<ii", read(8))
+                out.write(self.frame(w, h))
+            elif op == b"R":
+                (n,) = struct.unpack("<i", read(4))
+                blob = read(n)
+                try:
+                    self.restore(blob)
+                except ValueError as exc:  # a blob from elsewhere: the car stays where it is
+                    print(f"[physics] rewind refused: {exc}", file=sys.stderr)
+                tick_reply()
+            elif op == b"G":
+                self.race_start()
+                tick_reply()
+            elif op == b"M":
+                (n,) = struct.unpack("<H", read(2))
+                name = read(n).decode("utf-8", "replace")
+                try:
+                    count = self.load(name)
+                    error = b""
+                except Exception as exc:  # noqa: BLE001 - any bad map name is reported to the host
+                    count, error = -1, f"{type(exc).__name__}: {exc}".encode()[:60000]
+                out.write(struct.pack("<iH", count, len(error)) + error)
+            elif op == b"C":
+                (camera,) = struct.unpack("<i", read(4))
+                out.write(struct.pack("<B", self.set_camera(camera)))
+            else:
+                print(f"[physics] unknown request {op!r}", file=sys.stderr)
+                return
+            out.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--camera", type=int, default=2, help="first-person camera (game_camera_number)")
+    parser.add_argument("--trace", default=None, help="append a JSON line per state read and frame to this file")
+    args = parser.parse_args(argv)
+    trace = open(args.trace, "ab") if args.trace else None  # noqa: SIM115 - kept open while serving
+    try:
+        StandinPhysics(args.camera, trace).serve(sys.stdin.buffer, sys.stdout.buffer)
+    finally:
+        if trace is not None:
+            trace.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
