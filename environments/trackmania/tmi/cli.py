@@ -45,7 +45,6 @@ def _line(args: argparse.Namespace) -> int:
 
 def _standin(args: argparse.Namespace) -> int:
     import os
-    import sys
 
     from .standin.build import StandinBuildError, standin_command, standin_environment
     from .standin.tracks import write_track_files
