@@ -459,6 +459,18 @@ class PerformanceParameters:
 
     Unit: threads | Range: 0, or 1 to the number of cores | See: performance.collector_torch_threads
     """
+    precision: str = "auto"
+    """The dtype the networks compute in, for learning and for the collectors' inference:
+    ``float32``; ``bfloat16`` (autocast; on a CPU it pays only with bf16 units, avx512_bf16 or
+    amx_bf16, and is slower without); ``float16`` (autocast with a gradient scaler, as Linesight
+    trains; for CUDA: a CPU, e.g. CPU collectors, does what ``auto`` does there); ``auto``: float16 on CUDA, bfloat16 on a CPU with bf16 units (1.3-1.9x the
+    updates/s at the sim preset's shape), float32 elsewhere; the choice is logged when the agent is
+    built. Weights, gradients, optimizer state, quantile values, targets, losses, priorities and the
+    replay stay float32 (the head's output layers run in float32). Set float32 for bit-for-bit
+    comparisons with older runs.
+
+    Range: auto, float32, bfloat16, float16 | See: performance.collector_device
+    """
 
 
 @dataclass
