@@ -21,7 +21,8 @@ priorities, target schedule) of a ``TrackManiaIQNAgent``, in float32 and with it
 prebuilt batch, as Linesight's.
 
 Shapes: ``linesight``, Linesight's defaults (its config_files: 160 x 120 frames, batch 512, N = 8,
-dense 1024, float head 256; 6,578,333 parameters on both sides); ``sim``, the trackmania_iqn_sim
+dense 1024, float head 256; 6,578,333 parameters on both sides; rulka's side is the configuration
+guide's defaults, ``TrackManiaExperimentConfig()``); ``sim``, the trackmania_iqn_sim
 preset's (48 x 64 frames, batch 64, dense 256 in Linesight's counting; 210,845 parameters).
 Every variant runs ``--seconds`` per round, the variants alternating, ``--rounds`` rounds; the table
 gives updates/s (mean [min-max]) and each variant's ratio to ``linesight float32`` of the same round
@@ -148,8 +149,11 @@ def rulka_agent(shape: str) -> TrackManiaIQNAgent:
     """The TrackMania IQN agent at ``shape`` (its replay filled with random transitions)."""
     from environments.trackmania.env import TrackManiaEnv
 
-    preset = "trackmania_iqn_uni" if shape == "linesight" else "trackmania_iqn_sim"
-    config = apply_overrides(load_graph_manager(preset).config, overrides=[
+    from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
+
+    # the guide's defaults are Linesight's (160 x 120, batch 512, 6,578,333 parameters)
+    base = TrackManiaExperimentConfig() if shape == "linesight" else load_graph_manager("trackmania_iqn_sim").config
+    config = apply_overrides(base, overrides=[
         "environment.backend=sim", f"memory.memory_size_schedule=[[0, [{CAPACITY}, 1000]]]", "memory.buffer_test_ratio=0",
         "memory.number_times_single_memory_is_used_before_discard=1000000000", "performance.precision=auto"])
     env = TrackManiaEnv(config.environment)

@@ -91,15 +91,14 @@ def test_bfloat16_keeps_values_targets_loss_and_priorities_float32():
     assert info.q_values.dtype == np.float32 and np.isfinite(info.q_values).all()
 
 
-@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
-def test_loss_on_a_fixed_batch_falls_in_each_precision(precision):
-    """Learning, not just finite numbers, in float32 and in bfloat16: 150 updates on one fixed
-    mini-race batch cut its quantile loss (measured in float32 with the same taus) by more than half."""
+def test_loss_on_a_fixed_batch_falls_in_bfloat16():
+    """Learning, not just finite numbers, in bfloat16 on any CPU (the float32 twin is
+    test_trackmania_iqn_agent's): 150 updates on one fixed mini-race batch cut its quantile loss
+    (measured in float32 with the same taus) by more than half."""
     torch.manual_seed(0)
     agent, env = small_sim_agent(**{"performance.precision": "float32"})
     fill_from_sim(agent, env, 300)
-    if precision == "bfloat16":
-        _bfloat16(agent)
+    _bfloat16(agent)
     batch = agent.memory.sample(16, agent.gamma())
     taus = torch.rand(16, agent.config.neural_network.iqn_n)
 
