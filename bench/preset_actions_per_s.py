@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -118,9 +119,9 @@ def main() -> None:
     for name, runs in results.items():
         actions = [r["actions"] / r["seconds"] for r in runs]
         updates = [r["updates"] / r["seconds"] for r in runs]
-        ratios = sorted(a / (f["actions"] / f["seconds"]) for a, f in zip(actions, first))
-        print(f"| {name} | {spread(actions)} | {spread(updates, 1)} | {ratios[len(ratios) // 2]:.2f} "
-              f"[{ratios[0]:.2f}-{ratios[-1]:.2f}] |")
+        ratios = [a / (f["actions"] / f["seconds"]) for a, f in zip(actions, first)]
+        print(f"| {name} | {spread(actions)} | {spread(updates, 1)} | {statistics.median(ratios):.2f} "
+              f"[{min(ratios):.2f}-{max(ratios):.2f}] |")
     print(f"finished {time.strftime('%H:%M UTC', time.gmtime())}")
 
 
