@@ -19,6 +19,7 @@ foreach path, ``--threads`` threads.
 * ``inplace``: LeakyReLU(inplace=True);
 * ``shipped_float32``: both (what ``performance.precision: float32`` runs now);
 * ``bfloat16``: both plus bfloat16 autocast (what ``auto`` runs for learning on a CPU with bf16 units);
+* ``bfloat16_out_of_place``: the same with out-of-place LeakyReLU;
 * ``for_loop``: shipped float32 with RAdam's per-tensor loop instead of foreach (RAdam has no fused
   path in torch <= 2.13);
 * ``threads2``: shipped float32 with 2 threads (against the baseline at ``--threads``);
@@ -163,7 +164,8 @@ def bare_rate(agent: IQNAgent, seconds: float) -> float:
     return done / elapsed
 
 
-LEVERS = ("channels_last", "inplace", "shipped_float32", "bfloat16", "for_loop", "threads2", "compile", "act_bfloat16")
+LEVERS = ("channels_last", "inplace", "shipped_float32", "bfloat16", "bfloat16_out_of_place", "for_loop", "threads2",
+          "compile", "act_bfloat16")
 DEFAULT_LEVERS = tuple(lever for lever in LEVERS if lever != "compile")
 
 
@@ -199,6 +201,8 @@ def variant(agent: IQNAgent, name: str, threads: int) -> Callable[[], None]:
         configure(agent, **shipped)
     elif name == "bfloat16":
         configure(agent, True, True, "bfloat16")
+    elif name == "bfloat16_out_of_place":
+        configure(agent, True, False, "bfloat16")
     elif name == "for_loop":
         configure(agent, **shipped, foreach=False)
     if name == "threads2":
