@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import abc
 import copy
+import logging
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from agents.precision import Precision, gradient_scaler, resolve_precision
 from exploration_policies import EpsilonBoltzmann, ExplorationPolicy
 from memories.replay import Replay, make_replay
 from memories.shaping import DistancePotential
@@ -34,6 +36,8 @@ from rulka.schedules import Schedule
 
 #: Non-finite losses in a row after which training stops with an error.
 MAX_CONSECUTIVE_NON_FINITE = 20
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -76,7 +80,14 @@ class Agent(abc.ABC):
         self.consecutive_non_finite_losses = 0
         self.memory = self.create_memory(seed)
         self.exploration = self.create_exploration_policy(seed)
-        self.online_network = self.create_networks().to(self.device)
+        # channels_last: the convolutions' fast layout on CPUs (and GPUs' tensor cores), as Linesight
+        # keeps them; only 4-D weights change layout (bench/update_speed.py measures it).
+        self.online_network = self.create_networks().to(self.device, memory_format=torch.channels_last)
+        #: What ``performance.precision`` means here: the autocast dtypes of learning and acting.
+        self.precision: Precision = resolve_precision(
+            config.performance.precision, self.device,
+            has_convolutions=any(isinstance(m, nn.Conv2d) for m in self.online_network.modules()))
+        log.info("rulka: %s", self.precision.describe())
         self.target_network = copy.deepcopy(self.online_network).requires_grad_(False)
         #: The online network's parameters, listed once (the update clips and steps them every time).
         self.online_parameters = list(self.online_network.parameters())
@@ -87,6 +98,8 @@ class Agent(abc.ABC):
             self.online_parameters, lr=self.learning_rate(),
             eps=training.adam_epsilon, betas=(training.adam_beta1, training.adam_beta2), foreach=True,
         )
+        #: float16's gradient scaler (None for float32 and bfloat16).
+        self.grad_scaler = gradient_scaler(self.precision)
 
     # ------------------------------------------------------------------ building blocks
     @abc.abstractmethod
@@ -146,8 +159,8 @@ class Agent(abc.ABC):
         if phase is RunPhase.HEATUP:
             actions = self.exploration.random_actions(count)
             return ActionInfo(actions, np.zeros(count, dtype=bool))
-        with torch.no_grad():
-            q = self.q_values(self.to_device(observation)).cpu().numpy()
+        with torch.no_grad(), self.precision.act_autocast():
+            q = self.q_values(self.to_device(observation)).float().cpu().numpy()
         step = self.schedule_step(self.config.exploration.epsilon_schedule)
         actions, was_greedy = self.exploration.select(q, step, phase)
         return ActionInfo(actions, was_greedy, q)
@@ -227,7 +240,8 @@ class Agent(abc.ABC):
         A non-finite loss skips the batch (no optimizer step, no priority update) and is counted;
         :data:`MAX_CONSECUTIVE_NON_FINITE` of them in a row raise a RuntimeError.
         """
-        out = self.compute_loss(batch)
+        with self.precision.autocast():
+            out = self.compute_loss(batch)
         loss = out.loss.detach()
         if not bool(torch.isfinite(loss)):
             self.non_finite_losses += 1
@@ -247,14 +261,27 @@ class Agent(abc.ABC):
                 "non_finite_losses": float(self.non_finite_losses)}
 
     def optimize(self, loss: torch.Tensor) -> float:
-        """Backward, clip the gradient norm then each value, step, multiplicative weight decay."""
+        """Backward, clip the gradient norm then each value, step, multiplicative weight decay.
+
+        With float16's gradient scaler: backward on the scaled loss, gradients unscaled before
+        clipping, and a step with non-finite gradients skipped (the scaler then lowers its scale).
+        """
         nn_params = self.config.neural_network
+        scaler = self.grad_scaler
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if scaler is None:
+            loss.backward()
+        else:
+            scaler.scale(loss).backward()
+            scaler.unscale_(self.optimizer)
         params = self.online_parameters
         grad_norm = torch.nn.utils.clip_grad_norm_(params, nn_params.clip_grad_norm, foreach=True)
         torch.nn.utils.clip_grad_value_(params, nn_params.clip_grad_value, foreach=True)
-        self.optimizer.step()
+        if scaler is None:
+            self.optimizer.step()
+        else:
+            scaler.step(self.optimizer)
+            scaler.update()
         decay = self.config.training.weight_decay_lr_ratio
         if decay:
             factor = 1.0 - self.optimizer.param_groups[0]["lr"] * decay
@@ -293,6 +320,8 @@ class Agent(abc.ABC):
             "numpy_rng": _numpy_legacy_state(),
             "python_rng": random.getstate(),
         }
+        if self.grad_scaler is not None:
+            state["grad_scaler"] = self.grad_scaler.state_dict()
         if include_memory:
             state["memory"] = self.memory.state_dict()
         return state
@@ -308,6 +337,8 @@ class Agent(abc.ABC):
         self.transitions_sampled_at_learning_start = state["transitions_sampled_at_learning_start"]
         self.transitions_sampled_at_last_target_update = state["transitions_sampled_at_last_target_update"]
         self.non_finite_losses = int(state.get("non_finite_losses", 0))
+        if self.grad_scaler is not None and "grad_scaler" in state:
+            self.grad_scaler.load_state_dict(state["grad_scaler"])
         self.exploration.rng.bit_generator.state = state["exploration_rng"]
         self.memory.rng.bit_generator.state = state["memory_rng"]
         torch.set_rng_state(state["torch_rng"])

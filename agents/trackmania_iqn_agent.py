@@ -166,7 +166,7 @@ class TrackManiaIQNAgent(IQNAgent):
         if self.test_memory is None or len(self.test_memory) < self.config.training.batch_size:
             return None
         batch = self.test_memory.sample(self.config.training.batch_size, self.gamma(), self.device)
-        with torch.no_grad():
+        with torch.no_grad(), self.precision.autocast():
             return self.batch_loss(batch, update_statistics=False)[0].item()
 
     # ------------------------------------------------------------------ checkpoints

@@ -131,10 +131,10 @@ def train(track: str, seed: int, minutes: float, run_dir: Path, overrides: list[
         graph_manager.close()
 
 
-def summarize(run_dir: Path, track: str, minutes: float, refs: References) -> dict[str, str]:
-    """One table row from a run's races.csv (its first ``minutes`` of wall time)."""
+def summarize(run_dir: Path, map_name: str, minutes: float, refs: References) -> dict[str, str]:
+    """One table row from a run's races.csv (its races on ``map_name`` in the first ``minutes`` of wall time)."""
     rows = [r for r in csv.DictReader((run_dir / "races.csv").open())
-            if float(r["wall_time_s"]) <= minutes * 60 and r["map"] == track]
+            if float(r["wall_time_s"]) <= minutes * 60 and r["map"] == map_name]
     finished = [r for r in rows if r["finished"] == "1"]
     greedy = [r for r in finished if r["exploration"] == "0"]
 
@@ -156,27 +156,41 @@ def summarize(run_dir: Path, track: str, minutes: float, refs: References) -> di
     }
 
 
-def table_row(track: str, seed: str, minutes: float, refs: References, run_dir: Path) -> dict[str, str]:
+def table_row(map_name: str, seed: str, minutes: float, refs: References, run_dir: Path) -> dict[str, str]:
     init = run_dir / "init_from.yaml"
     source = (yaml.safe_load(init.read_text()) or {}).get("source", "?") if init.is_file() else "-"
-    return {"track": track, "seed": seed, "init from": Path(source).name if source != "-" else "-",
+    return {"track": map_name, "seed": seed, "init from": Path(source).name if source != "-" else "-",
             "minutes": f"{minutes:g}", "shipped (s)": f"{refs.shipped_s:.2f}",
-            "tuned (s)": f"{refs.tuned_s:.2f}", **summarize(run_dir, track, minutes, refs)}
+            "tuned (s)": f"{refs.tuned_s:.2f}", **summarize(run_dir, map_name, minutes, refs)}
 
 
-def run_folder_track_and_seed(run_dir: Path) -> tuple[str, str]:
-    """The track a bench run trained on (its config snapshot's map cycle) and its seed (the
+@dataclass
+class RunFolder:
+    """A bench run folder: its map's name (the map cycle's ``short_name``, the ``map`` of its
+    races.csv), the track the driver races for the references (what the simulator raced: the
+    entry's ``reference_line_path`` or ``map_path``, a built-in name or a ``.npy`` path) and its seed."""
+
+    path: Path
+    map_name: str
+    track: str
+    seed: str
+
+
+def run_folder(run_dir: Path) -> RunFolder:
+    """The map a bench run trained on (its config snapshot's map cycle) and its seed (the
     ``TRACK_seedN`` folder name this bench gives it; ``?`` for a folder named otherwise)."""
     snapshot = run_dir / "config_snapshot.yaml"
     if not (run_dir / "races.csv").is_file() or not snapshot.is_file():
         raise SystemExit(f"{run_dir} is not a training run folder (it needs races.csv and config_snapshot.yaml); "
                          "pass the folders this bench made, e.g. RUNS/short_seed0")
     entries = (yaml.safe_load(snapshot.read_text()) or {}).get("map_cycle", {}).get("entries") or []
-    tracks = {str(e.get("short_name")) for e in entries}
-    if len(tracks) != 1:
-        raise SystemExit(f"{run_dir} trained on {sorted(tracks) or 'no map'}; this bench summarizes one-track runs")
+    maps = {(str(e.get("short_name")), str(e.get("reference_line_path") or e.get("map_path"))) for e in entries}
+    if len(maps) != 1:
+        raise SystemExit(f"{run_dir} trained on {sorted(name for name, _ in maps) or 'no map'}; "
+                         "this bench summarizes one-track runs")
     seed = re.search(r"_seed(\d+)$", run_dir.name)
-    return tracks.pop(), seed.group(1) if seed else "?"
+    (map_name, track), = maps
+    return RunFolder(run_dir, map_name, track, seed.group(1) if seed else "?")
 
 
 COLUMNS = ("track", "seed", "init from", "minutes", "shipped (s)", "tuned (s)", "actions", "races", "finished",
@@ -217,8 +231,8 @@ def main() -> None:
         return cache[track]
 
     if args.summarize:
-        runs = [(Path(d), *run_folder_track_and_seed(Path(d))) for d in args.summarize]
-        print_table([table_row(track, seed, args.minutes, refs_of(track), run_dir) for run_dir, track, seed in runs])
+        runs = [run_folder(Path(d)) for d in args.summarize]
+        print_table([table_row(run.map_name, run.seed, args.minutes, refs_of(run.track), run.path) for run in runs])
         return
     plan = parse_rows(args.rows)
     out = Path(args.out or tempfile.mkdtemp(prefix="rulka_bench_"))

@@ -219,6 +219,7 @@ class BasicRLGraphManager(GraphManager):
             self._first_env.action_space.seed(seed)
         self.agent = self.agent_class(self.config, self.observation_space, self.action_space, device, seed)
         if run_dir is not None:
+            print(f"rulka: {self.agent.precision.describe()}", file=sys.stderr, flush=True)
             self.run_dir = Path(run_dir)
             self.run_dir.mkdir(parents=True, exist_ok=True)
             write_config_snapshot(self.config, self.run_dir / "config_snapshot.yaml")

@@ -256,6 +256,7 @@ register_field_rules({
     "update_inference_network_every_n_actions": POSITIVE_INT,
     "make_highest_prio_figures": BOOL,
     "torch_num_threads": NON_NEGATIVE_INT,
+    "precision": choice("auto", "float32", "bfloat16", "float16"),
     # gym environment
     "level": NON_EMPTY_STR,
     "kwargs": Rule("a mapping of keyword arguments", lambda v: isinstance(v, dict) and all(isinstance(k, str) for k in v)),

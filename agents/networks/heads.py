@@ -1,4 +1,9 @@
-"""Q heads: dueling (Q = V + A - mean(A)) or a single MLP."""
+"""Q heads: dueling (Q = V + A - mean(A)) or a single MLP.
+
+Under autocast (``performance.precision``) the last layer of each branch runs in float32 on the
+low-precision hidden features: the quantile values, and with them the targets, the TD errors, the
+loss and the priorities, keep float32's resolution (bfloat16 resolves only 1/256 of a value).
+"""
 from __future__ import annotations
 
 import torch
@@ -19,7 +24,18 @@ class QHead(nn.Module):
             self.value = nn.Sequential(mlp([input_size, *hidden]), nn.Linear(hidden[-1] if hidden else input_size, 1))
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        advantage = self.advantage(features)
+        advantage = _float32_output(self.advantage, features)
         if not self.dueling:
             return advantage
-        return self.value(features) + advantage - advantage.mean(dim=-1, keepdim=True)
+        return _float32_output(self.value, features) + advantage - advantage.mean(dim=-1, keepdim=True)
+
+
+def _float32_output(branch: nn.Sequential, features: torch.Tensor) -> torch.Tensor:
+    """``branch`` = (hidden MLP, output Linear): the MLP in the ambient precision, the output Linear
+    in float32."""
+    hidden = branch[0](features)
+    device_type = hidden.device.type
+    if not torch.is_autocast_enabled(device_type):
+        return branch[1](hidden)
+    with torch.autocast(device_type, enabled=False):
+        return branch[1](hidden.float())

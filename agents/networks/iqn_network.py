@@ -41,7 +41,8 @@ class IQNNetwork(nn.Module):
         self.embedder = MultiInputEmbedder(observation_space, vector_hidden_sizes, embedder_factories)
         features = self.embedder.output_size
         self.register_buffer("cos_multipliers", math.pi * torch.arange(1, embedding_dimension + 1, dtype=torch.float32))
-        self.quantile_embedding = nn.Sequential(nn.Linear(embedding_dimension, features), nn.LeakyReLU(LEAKY_RELU_SLOPE))
+        self.quantile_embedding = nn.Sequential(nn.Linear(embedding_dimension, features),
+                                                nn.LeakyReLU(LEAKY_RELU_SLOPE, inplace=True))
         self.head = QHead(features, head_hidden_size, num_actions, dueling)
         orthogonal_init(self)
 

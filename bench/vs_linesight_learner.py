@@ -1,0 +1,270 @@
+"""rulka's learner against Linesight's own learner, on the CPU, at the same shapes and threads.
+
+    python bench/vs_linesight_learner.py LINESIGHT_CHECKOUT [--seconds 20] [--rounds 3] [--threads 2]
+                                         [--shapes linesight,sim]
+
+LINESIGHT_CHECKOUT is a checkout of https://github.com/Linesight-RL/linesight (nothing of it is
+copied into rulka): ``git clone https://github.com/Linesight-RL/linesight /tmp/linesight``. Only its
+``trackmania_rl/`` and ``config_files/`` are read. Its ``IQN_Network`` and ``Trainer.train_on_batch``
+run unchanged but for three substitutions made in memory when its ``trackmania_rl/agents/iqn.py`` is
+loaded: the device ``"cuda"`` becomes ``"cpu"``; its float16 autocast becomes a CPU autocast that
+is off (``linesight float32``) or bfloat16 (``linesight bfloat16``, only on a CPU with bf16 units);
+its gradient scaler is a disabled one (an identity). ``torch.compile`` of its loss is off (its
+``is_linux`` set False), as rulka compiles nothing. Its replay buffer is replaced by one prebuilt
+random batch (images already scaled and channels_last, as its collate function leaves them); Linesight
+modules the learner does not need and that are not installed (torchrl, joblib, prettytable, its video
+export) are stubbed.
+
+rulka runs the body of ``agent.train()`` (sample from a filled replay, loss, backward, clip, step,
+priorities, target schedule) of a ``TrackManiaIQNAgent``, in float32 and with its shipped
+``performance.precision: auto``; ``rulka float32 update only`` is ``learn_from_batch`` on one
+prebuilt batch, as Linesight's.
+
+Shapes: ``linesight``, Linesight's defaults (its config_files: 160 x 120 frames, batch 512, N = 8,
+dense 1024, float head 256; 6,578,333 parameters on both sides; rulka's side is the configuration
+guide's defaults, ``TrackManiaExperimentConfig()``); ``sim``, the trackmania_iqn_sim
+preset's (48 x 64 frames, batch 64, dense 256 in Linesight's counting; 210,845 parameters).
+Every variant runs ``--seconds`` per round, the variants alternating, ``--rounds`` rounds; the table
+gives updates/s (mean [min-max]) and each variant's ratio to ``linesight float32`` of the same round
+(median [min-max]). Goal (issue 23): rulka float32 >= 1.0x Linesight float32 at Linesight's shape, and
+rulka's mixed precision faster still.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+import types
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from agents.precision import cpu_bf16_flags, resolve_precision  # noqa: E402
+from agents.trackmania_iqn_agent import TrackManiaIQNAgent  # noqa: E402
+from rulka.config import apply_overrides  # noqa: E402
+from rulka.presets import load_graph_manager  # noqa: E402
+
+CAPACITY = 5_000
+FILL = 3_000
+HOWTO = "get it with: git clone https://github.com/Linesight-RL/linesight /tmp/linesight"
+AUTOCAST = 'torch.amp.autocast(device_type="cpu", dtype=torch.float16)'
+
+
+# ------------------------------------------------------------------ Linesight, from its checkout
+def load_linesight(checkout: Path) -> types.ModuleType:
+    """Linesight's ``trackmania_rl.agents.iqn`` from ``checkout``, run on the CPU (see the module docstring)."""
+    source_path = checkout / "trackmania_rl" / "agents" / "iqn.py"
+    if not source_path.is_file() or not (checkout / "config_files" / "config.py").is_file():
+        raise SystemExit(f"{checkout} is not a Linesight checkout (no trackmania_rl/agents/iqn.py or "
+                         f"config_files/config.py); {HOWTO}")
+    sys.path.insert(0, str(checkout))
+    _stub_if_missing("torchrl.data", ReplayBuffer=object)
+    _stub_if_missing("joblib")
+    _stub_if_missing("prettytable", PrettyTable=object)
+    _stub_if_missing("trackmania_rl.run_to_video")
+    config = importlib.import_module("config_files.config")
+    config.is_linux = False  # no torch.compile of its loss (rulka compiles nothing either)
+    sys.modules["config_files.config_copy"] = config
+    importlib.import_module("config_files").config_copy = config
+    source = source_path.read_text(encoding="utf-8").replace('"cuda"', '"cpu"')
+    if source.count(AUTOCAST) != 1:
+        raise SystemExit(f"{source_path}: its autocast line ({AUTOCAST} once the device is cpu) was not found: "
+                         "this bench knows Linesight's iqn.py as of 2024-2025; use such a checkout")
+    source = source.replace(AUTOCAST, 'torch.amp.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=BENCH_BF16)')
+    module = types.ModuleType("trackmania_rl.agents.iqn")
+    module.__file__ = str(source_path)
+    module.BENCH_BF16 = False
+    sys.modules[module.__name__] = module
+    exec(compile(source, str(source_path), "exec"), module.__dict__)  # noqa: S102 (a checkout the user named)
+    return module
+
+
+def _stub_if_missing(name: str, **attributes: object) -> None:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):
+            sys.modules.setdefault(".".join(parts[:i]), types.ModuleType(".".join(parts[:i])))
+        for key, value in attributes.items():
+            setattr(sys.modules[name], key, value)
+
+
+class PrebuiltBuffer:
+    """Stands for Linesight's replay buffer: ``sample`` returns the same batch every time."""
+
+    def __init__(self, batch: tuple[torch.Tensor, ...]) -> None:
+        self.batch = batch
+
+    def sample(self, batch_size: int, return_info: bool = True):
+        return self.batch, {}
+
+    def update_priority(self, *args: object) -> None:
+        pass
+
+
+def linesight_trainer(iqn: types.ModuleType, height: int, width: int, batch_size: int, float_dim: int,
+                      float_hidden: int, dense_hidden: int, embedding: int, actions: int):
+    """Linesight's networks, RAdam (as its learner_process builds it) and Trainer, and a buffer."""
+    config = sys.modules["config_files.config_copy"]
+    config.batch_size, config.iqn_n = batch_size, 8
+    conv_out = _conv_output(iqn, height, width)
+    def network():
+        return iqn.IQN_Network(float_dim, float_hidden, conv_out, dense_hidden, embedding, actions,
+                               np.zeros(float_dim, np.float32), np.ones(float_dim, np.float32)
+                               ).to(memory_format=torch.channels_last).train()
+    online = network()
+    target = network()
+    target.load_state_dict(online.state_dict())
+    optimizer = torch.optim.RAdam(online.parameters(), lr=5e-5, eps=config.adam_epsilon,
+                                  betas=(config.adam_beta1, config.adam_beta2))
+    scaler = torch.amp.GradScaler("cpu", enabled=False)
+    trainer = iqn.Trainer(online, target, optimizer, scaler, batch_size, 8)
+    g = torch.Generator().manual_seed(0)
+    def images():
+        pixels = torch.randint(0, 255, (batch_size, 1, height, width), generator=g).float()
+        return ((pixels - 128) / 128).contiguous(memory_format=torch.channels_last)
+    batch = (images(), torch.randn(batch_size, float_dim, generator=g), torch.randint(0, actions, (batch_size,), generator=g),
+             torch.randn(batch_size, generator=g), images(), torch.randn(batch_size, float_dim, generator=g),
+             torch.full((batch_size,), 0.99))
+    buffer = PrebuiltBuffer(batch)
+    return trainer, online, lambda: trainer.train_on_batch(buffer, do_learn=True)
+
+
+def _conv_output(iqn: types.ModuleType, height: int, width: int) -> int:
+    probe = iqn.IQN_Network(1, 8, 1, 8, 8, 2, np.zeros(1), np.ones(1))
+    with torch.no_grad():
+        return int(probe.img_head(torch.zeros(1, 1, height, width)).shape[1])
+
+
+# ------------------------------------------------------------------ rulka
+def rulka_agent(shape: str) -> TrackManiaIQNAgent:
+    """The TrackMania IQN agent at ``shape`` (its replay filled with random transitions)."""
+    from environments.trackmania.env import TrackManiaEnv
+
+    from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
+
+    # the guide's defaults are Linesight's (160 x 120, batch 512, 6,578,333 parameters)
+    base = TrackManiaExperimentConfig() if shape == "linesight" else load_graph_manager("trackmania_iqn_sim").config
+    config = apply_overrides(base, overrides=[
+        "environment.backend=sim", f"memory.memory_size_schedule=[[0, [{CAPACITY}, 1000]]]", "memory.buffer_test_ratio=0",
+        "memory.number_times_single_memory_is_used_before_discard=1000000000", "performance.precision=auto"])
+    env = TrackManiaEnv(config.environment)
+    agent = TrackManiaIQNAgent(config, env.observation_space, env.action_space, "cpu", seed=0)
+    env.close()
+    rng = np.random.default_rng(0)
+    def draw():
+        return {k: (rng.integers(0, 255, s.shape, dtype=np.uint8) if s.dtype == np.uint8
+                    else rng.normal(size=s.shape).astype(np.float32)) for k, s in agent.observation_space.spaces.items()}
+    state = draw()
+    for t in range(FILL):
+        nxt = draw()
+        end = (t + 1) % 200 == 0
+        agent.observe(state, int(rng.integers(agent.num_actions)), True, float(rng.normal()), nxt, end, False)
+        state = draw() if end else nxt
+    return agent
+
+
+def rulka_updates(agent: TrackManiaIQNAgent) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(the body of ``agent.train()`` without the replay-ratio gate, ``learn_from_batch`` on one batch)."""
+    def update() -> None:
+        for group in agent.optimizer.param_groups:
+            group["lr"] = agent.learning_rate()
+        batch = agent.sample_batch()
+        agent.learn_from_batch(batch)
+        agent.counters.transitions_sampled += batch.size
+        agent.update_target_network_if_due()
+    batch = agent.sample_batch()
+    return update, lambda: agent.learn_from_batch(batch)
+
+
+def with_precision(agent: TrackManiaIQNAgent, setting: str, fn: Callable[[], None]) -> Callable[[], None]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        precision = resolve_precision(setting, agent.device)
+    def run() -> None:
+        agent.precision = precision
+        fn()
+    return run
+
+
+# ------------------------------------------------------------------ measuring
+def rate(fn: Callable[[], None], seconds: float) -> float:
+    fn()  # warm-up
+    done, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds or done < 2:
+        fn()
+        done += 1
+    return done / (time.perf_counter() - start)
+
+
+def spread(values: list[float]) -> str:
+    digits = 2 if np.mean(values) < 10 else 1
+    return f"{np.mean(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
+
+
+def compare(shape: str, iqn: types.ModuleType, seconds: float, rounds: int) -> None:
+    agent = rulka_agent(shape)
+    p, env = agent.config.neural_network, agent.config.environment
+    frame = agent.observation_space["frame"].shape
+    floats = agent.observation_space["floats"].shape[0]
+    trainer, online, linesight_update = linesight_trainer(
+        iqn, frame[1], frame[2], agent.config.training.batch_size, floats, p.float_hidden_dim,
+        2 * p.dense_hidden_dimension, p.iqn_embedding_dimension, agent.num_actions)
+    ls_params = sum(q.numel() for q in online.parameters())
+    rk_params = sum(q.numel() for q in agent.online_network.parameters())
+    print(f"{shape}: {frame[1]} x {frame[2]} frames, batch {agent.config.training.batch_size}, "
+          f"{floats} floats, {agent.num_actions} actions; parameters: Linesight {ls_params:,}, rulka {rk_params:,}; "
+          f"rulka's auto: {agent.precision.describe()}", flush=True)
+    update, learn_only = rulka_updates(agent)
+
+    def linesight(bf16: bool) -> Callable[[], None]:
+        def run() -> None:
+            iqn.BENCH_BF16 = bf16
+            linesight_update()
+        return run
+
+    variants = {"linesight float32": linesight(False), "rulka float32": with_precision(agent, "float32", update),
+                "rulka float32 update only": with_precision(agent, "float32", learn_only),
+                f"rulka auto ({agent.precision.name})": with_precision(agent, "auto", update)}
+    if cpu_bf16_flags():
+        variants["linesight bfloat16"] = linesight(True)
+    rates: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            rates[name].append(rate(fn, seconds))
+    base = rates["linesight float32"]
+    for name, values in rates.items():
+        ratios = [v / b for v, b in zip(values, base)]
+        print(f"| {shape} | {name} | {spread(values)} | {np.median(ratios):.2f} [{min(ratios):.2f}-{max(ratios):.2f}] |",
+              flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("linesight", type=Path, help=f"a checkout of Linesight's repository ({HOWTO})")
+    parser.add_argument("--seconds", type=float, default=20.0, help="measuring time per variant and round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (both learners)")
+    parser.add_argument("--shapes", default="linesight,sim")
+    args = parser.parse_args()
+    iqn = load_linesight(args.linesight.resolve())
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, {args.threads} thread(s), CPU bf16 units: {', '.join(cpu_bf16_flags()) or 'none'}; "
+          f"{args.rounds} alternating rounds of {args.seconds:g} s per variant")
+    print("| shape | variant | updates/s | ratio to linesight float32 (per round: median [min-max]) |")
+    print("|---|---|---|---|")
+    for shape in args.shapes.split(","):
+        compare(shape, iqn, args.seconds, args.rounds)
+
+
+if __name__ == "__main__":
+    main()

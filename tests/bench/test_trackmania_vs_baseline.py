@@ -1,0 +1,76 @@
+"""bench/trackmania_vs_baseline.py --summarize: the table from run folders, whatever their map cycle names."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from environments.trackmania.tracks import get_track, resolve_track
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench" / "trackmania_vs_baseline.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("trackmania_vs_baseline", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["trackmania_vs_baseline"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run_folder(path: Path, short_name: str, map_path: str) -> Path:
+    path.mkdir(parents=True)
+    entry = {"short_name": short_name, "map_path": map_path, "reference_line_path": "", "is_exploration": True,
+             "fill_buffer": True, "repeat": 1}
+    (path / "config_snapshot.yaml").write_text(yaml.safe_dump({"map_cycle": {"entries": [entry]}}))
+    (path / "races.csv").write_text(
+        "wall_time_s,env_steps,map,exploration,finished,race_time_s,progress_fraction,return,end_reason,instance\n"
+        f"10.0,500,{short_name},1,0,12.00,0.4000,-3.000,missed_checkpoint_1_of_2,0\n"
+        f"20.0,900,{short_name},0,1,19.50,1.0000,4.000,finished,0\n"
+        f"30.0,1400,other,0,1,18.00,1.0000,4.000,finished,0\n")
+    return path
+
+
+def test_summarize_a_run_whose_map_cycle_names_a_npy_track(tmp_path, monkeypatch, capsys):
+    """A map cycle entry whose map is a .npy reference line (short name "mytrack"): the references are
+    driven on the .npy track (the short name is no track name: it raised UnknownTrackError), the row
+    is named by the short name and counts only that map's races."""
+    line = tmp_path / "line.npy"
+    np.save(line, get_track("short").reference_line)
+    run = _run_folder(tmp_path / "mytrack_seed3", "mytrack", str(line))
+    bench = _module()
+    raced = []
+
+    def references(track: str):
+        raced.append(resolve_track(track))  # what the driver would race; raises for a bare short name
+        return bench.References(shipped_s=21.0, tuned_s=19.0, tuned_setting="tuned")
+
+    monkeypatch.setattr(bench, "references", references)
+    monkeypatch.setattr(bench, "plot", lambda *args: None)
+    monkeypatch.setattr(sys, "argv", ["trackmania_vs_baseline.py", "--summarize", str(run)])
+    bench.main()
+    out = capsys.readouterr().out
+    assert [t.name for t in raced] == ["line"]
+    assert np.allclose(raced[0].reference_line, get_track("short").reference_line)
+    row = next(line for line in out.splitlines() if line.startswith("| mytrack |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:2] == ["mytrack", "3"]
+    assert cells[6:8] == ["2", "1"]  # races, finished: the race on "other" is not counted
+    assert "races of mytrack seed 3 ended: missed_checkpoint_1_of_2 1, finished 1" in out
+
+
+def test_summarize_a_builtin_track_run(tmp_path, monkeypatch, capsys):
+    """A run folder this bench made (map_path = short_name = a built-in track) still summarizes."""
+    run = _run_folder(tmp_path / "short_seed0", "short", "short")
+    bench = _module()
+    raced = []
+    monkeypatch.setattr(bench, "references", lambda track: raced.append(track) or bench.References(21.0, 19.0, "t"))
+    monkeypatch.setattr(bench, "plot", lambda *args: None)
+    monkeypatch.setattr(sys, "argv", ["trackmania_vs_baseline.py", "--summarize", str(run)])
+    bench.main()
+    assert raced == ["short"]
+    assert "| short | 0 |" in capsys.readouterr().out
