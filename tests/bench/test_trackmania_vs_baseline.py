@@ -57,9 +57,9 @@ def test_summarize_a_run_whose_map_cycle_names_a_npy_track(tmp_path, monkeypatch
     assert [t.name for t in raced] == ["line"]
     assert np.allclose(raced[0].reference_line, get_track("short").reference_line)
     row = next(line for line in out.splitlines() if line.startswith("| mytrack |"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[:2] == ["mytrack", "3"]
-    assert cells[6:8] == ["2", "1"]  # races, finished: the race on "other" is not counted
+    cells = dict(zip(bench.COLUMNS, (c.strip() for c in row.strip("|").split("|"))))
+    assert (cells["track"], cells["seed"]) == ("mytrack", "3")
+    assert (cells["races"], cells["finished"]) == ("2", "1")  # the race on "other" is not counted
     assert "races of mytrack seed 3 ended: missed_checkpoint_1_of_2 1, finished 1" in out
 
 
