@@ -71,9 +71,9 @@ def _alive_no_proc(pid: int) -> bool:
 
 
 def identify(pids: Iterable[int]) -> list[tuple[int, int]]:
-    """(pid, start time) of each pid that runs."""
+    """(pid, start time) of each pid that runs, each pid once."""
     out = []
-    for pid in pids:
+    for pid in dict.fromkeys(pids):
         start = process_start_time(pid)
         if start is not None:
             out.append((int(pid), start))
