@@ -103,8 +103,14 @@ def test_supervision_collector_killed_mid_race_takes_its_game_along(tmp_path):
         rulka.send_signal(signal.SIGINT)  # Ctrl-C in a terminal reaches the learner; collectors ignore it
         assert rulka.wait(60) == 130, log.read_text()[-3000:]  # stopped by SIGINT, as documented
         assert "final checkpoint written" in log.read_text()
-    finally:
+    finally:  # on a failure, leave nothing behind either: the run's collectors, its games, the run
         if rulka.poll() is None:
+            children = [p.pid for p in list_processes() if p.ppid == rulka.pid]
+            for pid in [*_ours(tmp_path), *children]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
             rulka.kill()
             rulka.wait(10)
     _wait(lambda: not [pid for pid in seen if _alive(pid)] and not _ours(tmp_path), 15,
