@@ -427,8 +427,10 @@ class PerformanceParameters:
     Unit: actions | Range: 50-1000 | See: performance.max_rollout_queue_size
     """
     collector_timeout_s: float = 300.0
-    """A collector that sends nothing for this long (a hung game) is killed and replaced. Must
-    exceed the longest silent stretch, e.g. a game (re)start.
+    """A collector that sends nothing for this long (a hung game) is killed and replaced, and the
+    processes its environments reported (its games) are killed with it. Must exceed the longest
+    silent stretch, e.g. a game (re)start: TrackMania's real game refuses, before the run starts, a
+    value below its start deadline (TMI_START_TIMEOUT_S, default 600 s) + 60 s.
 
     Unit: s | Range: 60-600 | See: environment.timeout_during_run_ms
     """

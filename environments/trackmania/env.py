@@ -147,6 +147,17 @@ class TrackManiaEnv(gym.Env):
         """Release the backend."""
         self.backend.close()
 
+    def owned_pids(self) -> tuple[int, ...]:
+        """The processes this environment's backend launched and still runs (the real game and its
+        launch script; ``()`` on the simulator): the hook of :mod:`rulka.collection.owned`, so that a
+        collector's games are killed with it."""
+        return tuple(getattr(self.backend, "game_pids", ()) or ())
+
+    def owned_ports(self) -> tuple[int, ...]:
+        """The port of this environment's game while one runs (``()`` otherwise)."""
+        port = getattr(self.backend, "game_port", None)
+        return (int(port),) if port is not None and self.owned_pids() else ()
+
     # ------------------------------------------------------------------ helpers
     def _set_track(self, track: Track) -> None:
         """Build everything that depends on the track: zones, tracker, observation builder."""

@@ -31,6 +31,30 @@ from rulka.graph_manager import BasicRLGraphManager
 from rulka.parameters import PresetValidationParameters
 
 SIM_PRESET_HINT = "rulka -p trackmania_iqn_sim (the same agent on the built-in simulator)"
+#: Seconds the collector watchdog must allow beyond the game's start deadline (connect, configure).
+START_MARGIN_S = 60.0
+
+
+def check_collector_timeout(collector_timeout_s: float, start_timeout_s: float, collectors: int) -> None:
+    """Refuse a watchdog that may fire while a game is still starting.
+
+    A collector sends nothing while its game launches, loads a map and counts down, which may take up
+    to the game's start deadline (``TMI_START_TIMEOUT_S``, default 600 s); the learner kills a
+    collector silent for ``collector_timeout_s``. Only collector processes have the watchdog
+    (``collectors`` > 0).
+
+    Raises:
+        ConfigError: ``collector_timeout_s`` < start deadline + ``START_MARGIN_S``, naming both fixes.
+    """
+    if collectors <= 0:
+        return
+    needed = float(start_timeout_s) + START_MARGIN_S
+    if float(collector_timeout_s) < needed:
+        raise ConfigError(
+            f"performance.collector_timeout_s = {collector_timeout_s:g} s would kill a collector whose game is still "
+            f"starting (the game's start deadline is {start_timeout_s:g} s, TMI_START_TIMEOUT_S): set "
+            f"performance.collector_timeout_s to at least {needed:g} (-cp performance.collector_timeout_s={needed:g}) "
+            f"or lower TMI_START_TIMEOUT_S to at most {float(collector_timeout_s) - START_MARGIN_S:g}")
 
 
 @dataclass
@@ -109,7 +133,11 @@ class TrackManiaGraphManager(BasicRLGraphManager):
                 problem = check_map_checkpoints(entry.map_path, settings.user_data_path)
                 if problem:
                     raise ConfigError(f"map_cycle entry '{entry.short_name}': {problem}")
-        from environments.trackmania.tmi.game_instance_manager import check_running_speed
+        from environments.trackmania.tmi.game_instance_manager import DEFAULT_START_TIMEOUT_S, check_running_speed
+
+        check_collector_timeout(self.config.performance.collector_timeout_s,
+                                settings.start_timeout_s or DEFAULT_START_TIMEOUT_S,
+                                self.config.performance.gpu_collectors_count)
 
         check_running_speed(self.config.performance.running_speed)  # warns now, before any game starts
 

@@ -11,6 +11,11 @@ The learner (:class:`ProcessCollection`) watches each child: one that raised, di
 silent past ``collector_timeout_s`` is replaced by a new incarnation; the unfinished episodes of
 the old one are dropped, what it had sent is kept. One pipe per incarnation means a child killed
 in the middle of a message can only break its own pipe, which is thrown away with it.
+
+A collector also publishes the processes its environments own (a game it launched, see
+:mod:`rulka.collection.owned`) every half second. A collector replaced or killed by the learner never
+closes its environments, so the learner kills those processes itself before a replacement starts:
+no game is orphaned and no port stays held.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ import torch.multiprocessing as tmp
 
 from agents.agent import Agent
 from rulka.collection.collector import Collector
+from rulka.collection.owned import identify, kill_reported, owned_pids, owned_ports, process_start_time
 from rulka.collection.rollout import Rollout
 from rulka.collection.setup import CollectorSetup
 from rulka.collection.shared import SharedPolicy, SharedStatus
@@ -98,11 +104,13 @@ def _collector_main(_modules: UserModules, setup: CollectorSetup, collector_id: 
     torch.set_num_threads(max(1, torch_threads))
     parent = tmp.parent_process()
     collector = None  # the learner's start-up grace covers building it; the loop beats from then on
+    built: dict[str, Collector] = {}
+    sending = _beat_while_waiting(status, collector_id, built)
     try:
         collector = build_collector(setup, collector_id, incarnation, device, status.read_counters, policy.load_into,
                                     episodes_started)
+        built["collector"] = collector
         k = len(collector.slots)
-        sending = _beat_while_waiting(status, collector_id)
         while not status.stop.value:
             status.beat(collector_id)
             rollouts = collector.step(bool(status.heatup.value))
@@ -134,18 +142,39 @@ def _collector_main(_modules: UserModules, setup: CollectorSetup, collector_id: 
                 pass
 
 
-def _beat_while_waiting(status: SharedStatus, collector_id: int) -> threading.Event:
-    """A thread that keeps the heartbeat going while the returned event is set."""
+def _beat_while_waiting(status: SharedStatus, collector_id: int, built: dict[str, Collector]) -> threading.Event:
+    """A thread that keeps the heartbeat going while the returned event is set, and every 0.5 s
+    publishes the processes owned by the environments of ``built["collector"]`` (once built), also
+    while the main thread is blocked launching a game."""
     waiting = threading.Event()
+    reported: list[Any] = [None]
 
     def beat() -> None:
         while True:
             time.sleep(0.5)
             if waiting.is_set():
                 status.beat(collector_id)
+            collector = built.get("collector")
+            if collector is not None:
+                try:
+                    _report_owned(status, collector_id, collector, reported)
+                except Exception:  # noqa: BLE001 - an environment closing under us; next round
+                    pass
 
     threading.Thread(target=beat, name="rulka-heartbeat", daemon=True).start()
     return waiting
+
+
+def _report_owned(status: SharedStatus, collector_id: int, collector: Collector, reported: list[Any]) -> None:
+    pids: list[int] = []
+    ports: list[int] = []
+    for slot in collector.slots:
+        pids.extend(owned_pids(slot.level.env))
+        ports.extend(owned_ports(slot.level.env))
+    key = (tuple(pids), tuple(ports))
+    if key != reported[0]:
+        status.report_owned(collector_id, identify(pids), tuple(ports))
+        reported[0] = key
 
 
 @dataclass
@@ -266,6 +295,7 @@ class ProcessCollection:
                 child.process.kill()
                 child.process.join(5.0)
             child.conn.close()
+            self._kill_owned(child.collector_id)  # a killed collector's games; a clean one closed them
         self.children = [None] * self.num_collectors
 
     def state_dict(self) -> dict[str, Any]:
@@ -329,9 +359,29 @@ class ProcessCollection:
                 reason = f"died (exit code {exitcode})"
             self._replace(child, reason)
 
+    def _kill_owned(self, collector_id: int, wait_s: float = 5.0) -> str:
+        """Kill the processes that collector ``collector_id`` (dead by now) last reported, if they still
+        run under the reported start time; wait up to ``wait_s`` for them to be gone (ports freed).
+        Returns a clause for the message ("" when nothing was killed)."""
+        processes, ports = self.status.read_owned(collector_id)
+        killed = kill_reported(processes)
+        self.status.clear_owned(collector_id)
+        if not killed:
+            return ""
+        deadline = time.monotonic() + wait_s
+        while any(process_start_time(pid) is not None for pid in killed) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        clause = f"its processes (pids {', '.join(map(str, killed))}" + (
+            f"; ports {', '.join(map(str, ports))}" if ports else "") + ") were killed"
+        log.warning("collector %d: %s", collector_id, clause)
+        return clause
+
     def _replace(self, child: _Child, reason: str) -> None:
         i = child.collector_id
         child.conn.close()
+        killed = self._kill_owned(i)  # before the replacement launches its own games on the same ports
+        if killed:
+            reason = f"{reason}; {killed}"
         self.stats.restarts += 1
         if not child.sent_anything:
             self.failed_starts[i] += 1

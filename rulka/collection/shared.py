@@ -16,6 +16,8 @@ from torch import nn
 from rulka.core_types import Counters
 
 _COUNTER_NAMES = ("env_steps", "episodes", "gradient_updates", "transitions_sampled")
+#: Per collector, at most this many owned processes (games, launch scripts) and ports are reported.
+MAX_OWNED = 16
 
 
 class SharedPolicy:
@@ -67,7 +69,10 @@ class SharedStatus:
     """Counters and flags the learner publishes, and one heartbeat / tally slot per collector.
 
     Per collector ``i``: ``heartbeat[i]`` (``time.monotonic()`` of its last sign of life),
-    ``actions[i]`` (actions it has played) and ``sent[i]`` (rollouts it has sent).
+    ``actions[i]`` (actions it has played) and ``sent[i]`` (rollouts it has sent), and the
+    processes its environments own (:mod:`rulka.collection.owned`): up to ``MAX_OWNED`` (pid, start
+    time) pairs and ports, written by the collector without a lock (a collector killed while writing
+    must not leave a lock held); a torn pair fails the start-time check and is not killed.
     """
 
     def __init__(self, num_collectors: int, ctx: Any) -> None:
@@ -78,6 +83,8 @@ class SharedStatus:
         self.heartbeat = ctx.Array("d", n, lock=False)
         self.actions = ctx.Array("q", n, lock=False)
         self.sent = ctx.Array("q", n, lock=False)
+        self.owned = ctx.Array("q", n * MAX_OWNED * 2, lock=False)
+        self.owned_ports = ctx.Array("q", n * MAX_OWNED, lock=False)
 
     def publish_counters(self, counters: Counters, heatup: bool) -> None:
         for i, name in enumerate(_COUNTER_NAMES):
@@ -90,3 +97,24 @@ class SharedStatus:
 
     def beat(self, collector_id: int) -> None:
         self.heartbeat[collector_id] = time.monotonic()
+
+    def report_owned(self, collector_id: int, processes: list[tuple[int, int]], ports: tuple[int, ...]) -> None:
+        """Collector side: the (pid, start time) pairs and ports its environments own now."""
+        base = collector_id * MAX_OWNED
+        padded = list(processes[:MAX_OWNED]) + [(0, 0)] * (MAX_OWNED - min(len(processes), MAX_OWNED))
+        for j, (pid, start) in enumerate(padded):
+            self.owned[2 * (base + j)] = pid
+            self.owned[2 * (base + j) + 1] = start
+        ports = tuple(ports[:MAX_OWNED]) + (0,) * (MAX_OWNED - min(len(ports), MAX_OWNED))
+        for j, port in enumerate(ports):
+            self.owned_ports[base + j] = port
+
+    def read_owned(self, collector_id: int) -> tuple[list[tuple[int, int]], list[int]]:
+        """Learner side: what collector ``collector_id`` last reported (pids with start times, ports)."""
+        base = collector_id * MAX_OWNED
+        processes = [(int(self.owned[2 * (base + j)]), int(self.owned[2 * (base + j) + 1])) for j in range(MAX_OWNED)]
+        ports = [int(self.owned_ports[base + j]) for j in range(MAX_OWNED)]
+        return [p for p in processes if p[0] > 0], [p for p in ports if p > 0]
+
+    def clear_owned(self, collector_id: int) -> None:
+        self.report_owned(collector_id, [], ())
