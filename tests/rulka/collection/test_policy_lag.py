@@ -52,18 +52,6 @@ def test_policy_lag_within_the_guides_bound_with_processes():
     assert p["queue_delay_batches"][95] >= 0
 
 
-@pytest.fixture(scope="module")
-def ray():
-    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'rulka[ray]' runs these tests")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", object_store_memory=150 * 2 ** 20,
-                 _node_ip_address="127.0.0.1", _system_config={"worker_niceness": 0})
-    yield ray
-    if started:
-        ray.shutdown()
-
-
 def test_policy_lag_within_the_guides_bound_with_ray(ray):
     """2 Ray actors x 2 environments: p95 policy lag <= the bound (+ scheduling slack): weights reach a running call."""
     p, bound = _measure(ray_backend=True)

@@ -41,18 +41,6 @@ def test_publish_every_n_updates_inside_one_training_burst():
     assert recording.heatup_flags and not any(recording.heatup_flags)
 
 
-@pytest.fixture(scope="module")
-def ray():
-    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'rulka[ray]' runs these tests")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", object_store_memory=150 * 2 ** 20,
-                 _node_ip_address="127.0.0.1", _system_config={"worker_niceness": 0})
-    yield ray
-    if started:
-        ray.shutdown()
-
-
 def test_publish_reaches_a_ray_actor_while_its_call_runs(ray):
     """One actor plays a race that never ends, in 300-action chunks (one call each): the weights change
     inside a chunk (refreshed every 8 actions), and the third chunk, queued while the learner was still

@@ -1,6 +1,6 @@
 """Collectors as Ray actors: feeding the learner, surviving a killed actor, and the presets on Ray.
 
-They run on a local Ray instance (``ray.init(num_cpus=2, include_dashboard=False)``) and skip,
+They run on a local Ray instance on 127.0.0.1 (the `ray` fixture of conftest.py) and skip,
 saying why, only where Ray is not installed (``pip install 'rulka[ray]'``).
 """
 import os
@@ -15,18 +15,6 @@ from rulka.config import ConfigError
 from rulka.collection.ray_collection import RayCollection
 from rulka.graph_manager import BasicRLGraphManager
 from tests.rulka.collection.envs import corridor_factory, make_graph_manager, record_sources, small_config
-
-
-@pytest.fixture(scope="module")
-def ray():
-    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'rulka[ray]' runs these tests")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING",
-                 _system_config={"worker_niceness": 0})
-    yield ray
-    if started:
-        ray.shutdown()
 
 
 def _graph_manager(**performance):
