@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from agents.losses import quantile_huber_loss
+from agents.precision import Precision
 from agents.trackmania_iqn_agent import TrackManiaIQNAgent
 from environments.trackmania.env import TrackManiaEnv
 from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
@@ -104,13 +105,16 @@ def fill_from_sim(agent: TrackManiaIQNAgent, env: TrackManiaEnv, steps: int) -> 
         obs = nxt if not (terminated or truncated) else env.reset()[0]
 
 
-def test_loss_on_a_fixed_batch_falls_when_trained_on_it():
-    """Learning, not just finite numbers (in float32; bfloat16's twin is in test_precision.py): 150
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_loss_on_a_fixed_batch_falls_when_trained_on_it(dtype):
+    """Learning, not just finite numbers, in float32 and in bfloat16 (forced, so on any CPU): 150
     updates on one fixed mini-race batch (targets from a frozen target network) cut its quantile
-    loss, measured with the same taus before and after, by more than half."""
+    loss, measured in float32 with the same taus before and after, by more than half."""
     torch.manual_seed(0)
     agent, env = small_sim_agent(**{"performance.precision": "float32"})
     fill_from_sim(agent, env, 300)
+    if dtype is torch.bfloat16:
+        agent.precision = Precision("bfloat16", "cpu", dtype, dtype, "test")
     batch = agent.memory.sample(16, agent.gamma())
     taus = torch.rand(16, agent.config.neural_network.iqn_n)
 
