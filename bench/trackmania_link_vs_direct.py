@@ -185,14 +185,10 @@ def actions_per_second(backend: str, overrides: list[str], warmup: int, seconds:
 def train_row(backend: str, minutes: float, run_dir: Path, seed: int = 0) -> None:
     """One learning row: ``minutes`` of wall time (run in a child process by :func:`main`)."""
     graph_manager = graph_manager_for(backend, [])
+    from trackmania_vs_baseline import improve_for
+
     graph_manager.create(run_dir, "cpu", seed)
-    timer = threading.Timer(minutes * 60, lambda: setattr(graph_manager, "stop_requested", True))
-    timer.start()
-    try:
-        graph_manager.improve(show_progress=False)
-    finally:
-        timer.cancel()
-        graph_manager.close()
+    improve_for(graph_manager, minutes)
 
 
 def learning_table(out: Path, minutes: float) -> None:

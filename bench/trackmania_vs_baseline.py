@@ -122,6 +122,11 @@ def train(track: str, seed: int, minutes: float, run_dir: Path, overrides: list[
         from rulka.export import init_networks_from
 
         init_networks_from(graph_manager, init_from)
+    improve_for(graph_manager, minutes)
+
+
+def improve_for(graph_manager, minutes: float) -> None:
+    """Train a created graph manager for ``minutes`` of wall time, then close it."""
     timer = threading.Timer(minutes * 60, lambda: setattr(graph_manager, "stop_requested", True))
     timer.start()
     try:
