@@ -87,7 +87,7 @@ def test_supervision_collector_killed_mid_race_takes_its_game_along(tmp_path):
         seen.add(collector)
         os.kill(collector, signal.SIGKILL)
 
-        _wait(lambda: not _alive(victim_game), 20, f"the killed collector's game {victim_game} is gone", log)
+        _wait(lambda: not _alive(victim_game), 60, f"the killed collector's game {victim_game} is gone", log)
         assert victim_game not in port_listeners(port).pids
         _wait(lambda: any(p == port and pid != victim_game for pid, p in _games(tmp_path).items()), 60,
               f"a new game serves port {port}", log)
