@@ -82,7 +82,7 @@ def lag_table(warmup: int, seconds: float) -> None:
           f"{'met':>4} {'queue p50':>9} {'queue p95':>9}  configuration")
     for backend in ("processes", "ray"):
         if backend == "ray":  # a local instance on loopback only, small object store
-            ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", _node_ip_address="127.0.0.1",
+            ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", _node_ip_address="127.0.0.1",
                      object_store_memory=200 * 2 ** 20, _system_config={"worker_niceness": 0})
         try:
             actions, updates, lag = measure_with_lag([f"performance.collector_backend={backend}"], warmup, seconds)

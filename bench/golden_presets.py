@@ -25,7 +25,7 @@ def main() -> None:
     names = args.presets or [n for n in available_presets() if load_graph_manager(n).preset_validation_params.test]
     if args.backend == "ray":
         import ray
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", _node_ip_address="127.0.0.1")
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", _node_ip_address="127.0.0.1")
     for name in names:
         for _ in range(args.repeats):
             graph_manager = load_graph_manager(name)

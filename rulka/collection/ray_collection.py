@@ -86,7 +86,7 @@ def connect(address: str | None) -> Any:
         # Ray runs its workers at niceness 15 by default: on a busy machine collector actors would then
         # starve behind the learner; 0 gives them the priority collector processes have.
         # A local instance serves this machine alone: its sockets stay on 127.0.0.1.
-        ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True,
+        ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True,
                  _node_ip_address="127.0.0.1", _system_config={"worker_niceness": 0})
     else:
         ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
