@@ -350,11 +350,13 @@ public:
     template <typename T>
     T RecvValue() { T v{}; Recv(&v, sizeof(T)); return v; }
 
-    TickReply RecvTick() {
+    TickReply RecvTick() {  // one read: int32 race time, int32 checkpoints, uint8 finished
+        uint8_t raw[9];
+        Recv(raw, sizeof(raw));
         TickReply t;
-        t.race_time = RecvValue<int32_t>();
-        t.checkpoints = RecvValue<int32_t>();
-        t.finished = RecvValue<uint8_t>() != 0;
+        std::memcpy(&t.race_time, raw, 4);
+        std::memcpy(&t.checkpoints, raw + 4, 4);
+        t.finished = raw[8] != 0;
         return t;
     }
     TickReply Tick(uint8_t keys) {
