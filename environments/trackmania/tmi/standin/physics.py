@@ -15,6 +15,11 @@ byte    request (after the byte)      reply
 ``R``   i32 n + n bytes: a blob       TICK reply (the car restored from the blob)
 ``F``   i32 W, i32 H                  W*H bytes: grayscale first-person frame, top row first
 ``C``   i32 camera number             u8 1 if known, else 0
+``B``   u8 keys, u8 n: up to n ticks  u8 count + count TICK replies: the ticks run, the last one
+        with the same keys            being the n-th or the first that passed a checkpoint or
+                                      the finish (the host serves its next ticks from them)
+``U``   u8 k: the host used only k    TICK reply: the car back at the start of the last ``B``,
+        ticks of the last ``B``       then k of its ticks run again (inputs changed mid-batch)
 ======  ============================  ==========================================================
 
 Maps are simulator tracks (:func:`environments.trackmania.tracks.get_track`: a built-in name, a
@@ -177,6 +182,8 @@ class StandinPhysics:
         self.finish_time_ms: int | None = None
         self.trace = trace
         self.encoder: BlobEncoder | None = None
+        self._batch_keys = 0
+        self._batch_base: tuple | None = None
 
     # ------------------------------------------------------------------ requests
     def load(self, name: str) -> int:
@@ -201,6 +208,43 @@ class StandinPhysics:
         car.run(bool(keys & 1), bool(keys & 2), steer, 1)
         if car.finished and self.finish_time_ms is None:
             self.finish_time_ms = car.time_ms
+
+    def tick_batch(self, keys: int, n: int) -> list[tuple[int, int, bool]]:
+        """Up to ``n`` ticks with ``keys``; stops after a tick that passed a checkpoint or the finish.
+
+        Returns (race time ms, checkpoints passed, finished) after each tick run. The car before the
+        batch is kept for :meth:`undo_batch` (only when ``n`` > 1: a single tick is always used)."""
+        car = self.sim.car
+        self._batch_keys = keys
+        self._batch_base = self._save() if n > 1 else None
+        out = []
+        passed, finished = self.checkpoints_passed(), car.finished
+        for _ in range(n):
+            self.tick(keys)
+            now = self.checkpoints_passed()
+            out.append((car.time_ms, now, car.finished))
+            if now != passed or car.finished != finished:
+                break
+        return out
+
+    def undo_batch(self, used: int) -> None:
+        """Put the car where it was after the first ``used`` ticks of the last :meth:`tick_batch`."""
+        if self._batch_base is None:
+            raise ValueError("no batch of more than one tick to undo")
+        self._load(self._batch_base)
+        for _ in range(used):
+            self.tick(self._batch_keys)
+
+    def _save(self) -> tuple:
+        car = self.sim.car
+        gates = list(car.checkpoint_times_ms)
+        times = gates + [-1] * (self.n_gates() - len(gates)) + [car.time_ms if car.finished else -1]
+        return car_snapshot(car), times, self.finish_time_ms
+
+    def _load(self, saved: tuple) -> None:
+        values, times, finish_time_ms = saved
+        restore_snapshot(self.sim.car, values, times, self.n_gates())
+        self.finish_time_ms = finish_time_ms
 
     def checkpoints_passed(self) -> int:
         car = self.sim.car
@@ -311,6 +355,13 @@ class StandinPhysics:
                 except Exception as exc:  # noqa: BLE001 - any bad map name is reported to the host
                     count, error = -1, f"{type(exc).__name__}: {exc}".encode()[:60000]
                 out.write(struct.pack("<iH", count, len(error)) + error)
+            elif op == b"B":
+                keys, n = read(2)
+                replies = self.tick_batch(keys, max(1, n))
+                out.write(bytes((len(replies),)) + b"".join(tick.pack(*r) for r in replies))
+            elif op == b"U":
+                self.undo_batch(read(1)[0])
+                tick_reply()
             elif op == b"C":
                 (camera,) = struct.unpack("<i", read(4))
                 out.write(struct.pack("<B", self.set_camera(camera)))
