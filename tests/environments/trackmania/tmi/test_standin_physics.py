@@ -149,3 +149,43 @@ def test_batch_and_undo_requests_over_the_pipe():
     assert TICK.unpack_from(data, off + 9)[0] == 30
     assert len(data) == off + 18
     assert np.all(np.diff([t[0] for t in ticks]) == 10)
+
+
+def _race_through_standin(monkeypatch, batch_ms: int, ms_per_action: int, actions: int) -> list[tuple[bytes, bytes]]:
+    """(state blob, frame bytes) per action of one race through a stand-in game."""
+    from environments.trackmania.backend import InputState
+    from environments.trackmania.tmi.backend import TMIBackend
+    from environments.trackmania.tmi.game_instance_manager import ManagerConfig
+
+    from .standin_helpers import standin_available, standin_environ, standin_settings
+
+    standin_available()
+    for key, value in standin_environ().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("RULKA_STANDIN_OPTIONS", f"--physics-batch-ms {batch_ms}")
+    config = ManagerConfig(running_speed=100, ms_per_action=ms_per_action, frame_width=64, frame_height=48,
+                           start_timeout_s=60, connect_timeout_s=60)
+    backend = TMIBackend(settings=standin_settings(1), config=config)
+    out = []
+    try:
+        backend.start_race("short", None)
+        for k in range(actions):
+            inputs = InputState(accelerate=k % 7 != 0, brake=k % 7 == 0, left=k % 5 < 2, right=k % 5 == 4)
+            result = backend.manager.step(accelerate=inputs.accelerate, brake=inputs.brake, left=inputs.left,
+                                          right=inputs.right)
+            out.append((bytes(result.state), result.frame.tobytes()))
+    finally:
+        backend.close()
+    return out
+
+
+def test_a_period_the_batches_do_not_fit_gives_the_same_race(monkeypatch):
+    """With a 30 ms action period the host's 50 ms batches are cut short (``U``) at most actions; the
+    states and frames rulka receives are the same as with one physics request per tick."""
+    per_tick = _race_through_standin(monkeypatch, 0, 30, 60)
+    batched = _race_through_standin(monkeypatch, 50, 30, 60)
+    assert len(per_tick) == len(batched) == 60
+    for (blob_a, frame_a), (blob_b, frame_b) in zip(per_tick, batched):
+        assert blob_a == blob_b
+        assert frame_a == frame_b
+    assert len({blob for blob, _ in per_tick}) == 60  # the car moved at every action
