@@ -305,7 +305,17 @@ class TMIClient:
 
     def get_simulation_state(self) -> bytes:
         """The raw ``SimulationState`` blob (decode it with :func:`.state.decode_state`)."""
+        self.request_simulation_state()
+        return self.read_simulation_state()
+
+    def request_simulation_state(self) -> None:
+        """Ask for the state blob without waiting for it: in a :meth:`batched` block, the commands
+        after it travel in the same write, and :meth:`read_simulation_state` reads the reply later
+        (the plugin answers commands in order, so the reply comes before anything sent after it)."""
         self._send(MessageType.C_GET_SIMULATION_STATE)
+
+    def read_simulation_state(self) -> bytes:
+        """The reply to :meth:`request_simulation_state`."""
         self.flush()
         mid = int(MessageType.C_GET_SIMULATION_STATE)
         n = self._reader.length(MAX_STATE_BYTES, message_id=mid, what="state")

@@ -288,3 +288,17 @@ def test_bgra_to_gray_matches_the_601_formula_exactly():
     px = data.reshape(31, 97, 4).astype(np.int64)
     expected = (px[..., 0] * 114 + px[..., 1] * 587 + px[..., 2] * 299 + 500) // 1000
     assert np.array_equal(bgra_to_gray(data, 97, 31), expected.astype(np.uint8))
+
+
+def test_state_request_travels_with_the_frame_request_and_its_reply_is_read_after():
+    """The manager's action point: the state request, the frame request and the echo leave in one
+    write; the state's reply is read afterwards (the plugin answers commands in order)."""
+    blob = bytes(range(12))
+    t = _RecordingTransport(struct.pack("<i", len(blob)) + blob)
+    c = TMIClient(t)
+    with c.batched():
+        c.request_simulation_state()
+        c.request_frame(4, 2)
+        c.respond(MessageType.SC_RUN_STEP_SYNC)
+    assert t.writes == [struct.pack("<i", 9) + struct.pack("<iii", 17, 4, 2) + struct.pack("<i", 1)]
+    assert c.read_simulation_state() == blob
