@@ -3,7 +3,10 @@
 1. cost of one 10 ms tick of the stand-in's physics: the car stepped in this process vs one request
    over the host's pipe to the physics process (what every tick of a stand-in game pays);
 2. the link's latency per action: ``env.step`` through TMIBackend -> TCP -> rulka_link.as in the
-   AngelScript host -> simulator car and frame, p50 / p99, against the simulator backend's step;
+   AngelScript host -> simulator car and frame, p50 / p99, against the simulator backend's step; and
+   the CPU time per action of each process (collector, game host, physics process, from /proc), less
+   the stand-in world's own work (5 ticks and a frame, timed in process: what a real game computes
+   anyway, not rulka): the link's own cost per action, against the simulator backend's whole step;
 3. actions/s at 4 instances, same collectors and network (trackmania_iqn_sim's: 1 collector process
    x 4 environments, learning off), simulator backend vs stand-in games, then end to end (learning on);
 4. a learning row for each (``--minutes``, default 30) in the format of bench/trackmania_vs_baseline.py:
@@ -122,9 +125,63 @@ def tick_costs(ticks: int = 20000) -> tuple[float, float]:
     return direct, piped
 
 
+def world_cost_per_action(actions: int = 2000, height: int = 48, width: int = 64) -> float:
+    """µs of the stand-in world's own work per action, in process: 5 ticks of random accelerating
+    inputs and one first-person frame (what a real game computes whether rulka drives it or not)."""
+    import numpy as np
+
+    from environments.trackmania.tmi.standin.physics import StandinPhysics
+
+    physics = StandinPhysics()
+    physics.load(TRACK)
+    physics.frame(width, height)  # the renderer is built once per track
+    rng = np.random.default_rng(0)
+    keys = [1, 1 | 4, 1 | 8, 0]  # the accelerating actions of step_latencies
+    t0 = time.process_time()
+    for k in range(actions):
+        if k % 400 == 0:
+            physics.race_start()
+        held = keys[int(rng.integers(0, 4))]
+        for _ in range(5):
+            physics.tick(held)
+        physics.frame(width, height)
+    return (time.process_time() - t0) / actions * 1e6
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (Linux /proc), seconds; 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _descendants(pid: int) -> list[int]:
+    """Pids of every process below ``pid`` (Linux /proc)."""
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                children = [int(c) for c in f.read().split()]
+        except OSError:
+            continue
+        for child in children:
+            out += [child, *_descendants(child)]
+    return out
+
+
 # ---------------------------------------------------------------------- 2. latency per action
+#: CPU µs per action of the last step_latencies run: {"collector": ..., process name: ...}.
+LAST_CPU_SPLIT: dict[str, float] = {}
+
+
 def step_latencies(backend: str, actions: int) -> list[float]:
-    """Seconds per ``env.step`` of random actions (races restart as they end), one environment."""
+    """Seconds per ``env.step`` of random actions (races restart as they end), one environment.
+
+    Also leaves the CPU time per action of this process and of every process below it (the game
+    and its physics process) in :data:`LAST_CPU_SPLIT`."""
     import numpy as np
 
     from environments.trackmania.env import TrackManiaEnv
@@ -146,12 +203,24 @@ def step_latencies(backend: str, actions: int) -> list[float]:
     out = []
     env.reset(seed=0)
     try:
+        children = _descendants(os.getpid())
+        names = {}
+        for pid in children:
+            with open(f"/proc/{pid}/comm") as f:
+                names[pid] = f.read().strip()
+        before = {pid: _cpu_seconds(pid) for pid in children}
+        own = time.process_time()
         while len(out) < actions:
             t0 = time.perf_counter()
             _, _, terminated, truncated, _ = env.step(int(rng.integers(0, 4)))  # accelerating actions
             out.append(time.perf_counter() - t0)
             if terminated or truncated:
                 env.reset()
+        LAST_CPU_SPLIT.clear()
+        LAST_CPU_SPLIT["collector"] = (time.process_time() - own) / actions * 1e6
+        for pid in children:
+            name = "physics process" if names[pid].startswith("python") else f"game ({names[pid]})"
+            LAST_CPU_SPLIT[name] = LAST_CPU_SPLIT.get(name, 0.0) + (_cpu_seconds(pid) - before[pid]) / actions * 1e6
     finally:
         env.close()
     return out
@@ -247,10 +316,22 @@ def main() -> None:
         direct, piped = tick_costs()
         print(f"1. one 10 ms tick: {direct:.1f} µs in process, {piped:.1f} µs through the physics pipe "
               f"({piped / direct:.1f}x); an action is 5 ticks", flush=True)
-        lat = {b: step_latencies(b, args.latency_actions) for b in ("sim", "tmi")}
+        lat, cpu = {}, {}
+        for b in ("sim", "tmi"):
+            lat[b] = step_latencies(b, args.latency_actions)
+            cpu[b] = dict(LAST_CPU_SPLIT)
         for b, name in (("sim", "simulator backend"), ("tmi", "link (stand-in game, speed 160)")):
+            split = ", ".join(f"{k} {v:.0f}" for k, v in cpu[b].items())
             print(f"2. env.step, {name}: p50 {percentile(lat[b], 50) * 1e3:.2f} ms, "
-                  f"p99 {percentile(lat[b], 99) * 1e3:.2f} ms ({len(lat[b])} actions)", flush=True)
+                  f"p99 {percentile(lat[b], 99) * 1e3:.2f} ms ({len(lat[b])} actions); "
+                  f"CPU µs per action: {split}", flush=True)
+        world = world_cost_per_action()
+        link_total = sum(cpu["tmi"].values())
+        own = link_total - world
+        print(f"   the stand-in world's own work (5 ticks + 1 frame, in process): {world:.0f} µs per action; "
+              f"the link's own cost: {link_total:.0f} - {world:.0f} = {own:.0f} µs per action "
+              f"({own / cpu['sim']['collector']:.2f}x the simulator backend's whole step, "
+              f"{cpu['sim']['collector']:.0f} µs)", flush=True)
         layouts = [("learning off, 1 collector x 4 envs", [*LEARNING_OFF, "performance.gpu_collectors_count=1",
                                                           "performance.envs_per_collector=4"]),
                    ("learning off, 4 collectors x 1 env", [*LEARNING_OFF, "performance.gpu_collectors_count=4",

@@ -11,6 +11,8 @@ import math
 import socket
 import struct
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,15 +31,96 @@ from .protocol import (
     Transport,
     bgra_to_gray,
     pack_header,
-    read_int32,
-    read_length,
-    recv_exactly,
     send_all,
 )
+
+_I32 = struct.Struct("<i")
+_I32_PAIR = struct.Struct("<ii")
 
 
 class TMInterfaceConnectError(TMInterfaceError):
     """Nothing accepted a connection on the port within the time allowed."""
+
+
+class _Reader:
+    """Exact-size reads through one receive buffer: one ``recv_into`` usually brings a message's id
+    and its payload (and what the game sent after it) instead of one ``recv`` per field.
+
+    Reads ahead of the message being decoded; the client is the transport's only reader. A
+    transport without ``recv_into`` (a test double) is read with ``recv``.
+    """
+
+    def __init__(self, transport: Transport, size: int = 1 << 16) -> None:
+        self._transport = transport
+        self._buf = bytearray(size)
+        self._view = memoryview(self._buf)
+        self._start = self._end = 0
+        self._recv_into = getattr(transport, "recv_into", None)
+
+    def _fill(self, target: memoryview, got: int, n: int, message_id: int | None, expected: str) -> int:
+        """One receive into ``target``; returns the byte count (raises on timeout / close)."""
+        try:
+            if self._recv_into is not None:
+                count = self._recv_into(target)
+            else:
+                chunk = self._transport.recv(min(len(target), 1 << 20))
+                count = len(chunk)
+                target[:count] = chunk
+        except socket.timeout as exc:  # socket.timeout is TimeoutError on 3.10+
+            raise TMInterfaceTimeout(
+                f"timed out after receiving {got} of {n} bytes", message_id=message_id, expected=expected
+            ) from exc
+        except OSError as exc:
+            raise TMInterfaceConnectionClosed(
+                f"socket error after {got} of {n} bytes: {exc}", message_id=message_id, expected=expected
+            ) from exc
+        if not count:
+            raise TMInterfaceConnectionClosed(
+                f"connection closed by the game after {got} of {n} bytes", message_id=message_id, expected=expected
+            )
+        return count
+
+    def read(self, n: int, *, message_id: int | None, expected: str) -> bytes:
+        """Exactly ``n`` bytes (a copy)."""
+        if n <= len(self._buf):
+            while self._end - self._start < n:
+                if self._start and self._start + n > len(self._buf):  # keep the unread bytes, then room
+                    left = self._end - self._start
+                    self._buf[:left] = self._buf[self._start:self._end]
+                    self._start, self._end = 0, left
+                got = self._end - self._start
+                self._end += self._fill(self._view[self._end:], got, n, message_id, expected)
+            data = bytes(self._view[self._start:self._start + n])
+            self._start += n
+            if self._start == self._end:
+                self._start = self._end = 0
+            return data
+        out = bytearray(n)
+        self.read_into(memoryview(out), message_id=message_id, expected=expected)
+        return bytes(out)
+
+    def read_into(self, target: memoryview, *, message_id: int | None, expected: str) -> None:
+        """Fill ``target`` exactly: buffered bytes first, then straight from the transport."""
+        n = len(target)
+        got = min(n, self._end - self._start)
+        target[:got] = self._view[self._start:self._start + got]
+        self._start += got
+        if self._start == self._end:
+            self._start = self._end = 0
+        while got < n:
+            got += self._fill(target[got:], got, n, message_id, expected)
+
+    def int32(self, *, message_id: int | None, what: str) -> int:
+        return _I32.unpack(self.read(4, message_id=message_id, expected=f"4 bytes: int32 {what}"))[0]
+
+    def length(self, limit: int, *, message_id: int, what: str) -> int:
+        """An int32 byte length, checked to be in ``[0, limit]``."""
+        length = self.int32(message_id=message_id, what=f"{what} length")
+        if length < 0 or length > limit:
+            raise TMInterfaceProtocolError(
+                f"invalid {what} length {length}", message_id=message_id, expected=f"a length in [0, {limit}]"
+            )
+        return length
 
 
 @dataclass
@@ -66,7 +149,11 @@ class TMIClient:
 
     def __init__(self, transport: Transport, *, timeout_s: float | None = 10.0) -> None:
         self._transport = transport
+        self._reader = _Reader(transport)
         self._frame_size: tuple[int, int] | None = None  # (W, H) of the requested frame
+        self._frame_bgra = np.empty(0, dtype=np.uint8)  # received frames land here (reused)
+        self._pending = bytearray()  # commands of a batched() block, not sent yet
+        self._batch_depth = 0
         self.timeout_s = timeout_s
         if isinstance(transport, socket.socket):
             transport.settimeout(timeout_s)
@@ -132,17 +219,19 @@ class TMIClient:
             TMInterfaceError: timeout, closed connection, an id that is not a sync message, or a
                 frame that was never requested.
         """
-        raw = read_int32(self._transport, message_id=None, what="message id (a game-to-client sync message, 1-5)")
+        self.flush()
+        reader = self._reader
+        raw = reader.int32(message_id=None, what="message id (a game-to-client sync message, 1-5)")
         if raw not in SYNC_MESSAGES:
             raise TMInterfaceProtocolError(
                 "received an id that is not a game-to-client sync message", message_id=raw, expected="an id in 1-5"
             )
         mtype = MessageType(raw)
         if mtype == MessageType.SC_RUN_STEP_SYNC:
-            return SyncMessage(mtype, race_time_ms=read_int32(self._transport, message_id=raw, what="race_time_ms"))
+            return SyncMessage(mtype, race_time_ms=reader.int32(message_id=raw, what="race_time_ms"))
         if mtype in (MessageType.SC_CHECKPOINT_COUNT_CHANGED_SYNC, MessageType.SC_LAP_COUNT_CHANGED_SYNC):
-            current = read_int32(self._transport, message_id=raw, what="current")
-            target = read_int32(self._transport, message_id=raw, what="target")
+            current, target = _I32_PAIR.unpack(
+                reader.read(8, message_id=raw, expected="8 bytes: int32 current, int32 target"))
             return SyncMessage(mtype, current=current, target=target)
         if mtype == MessageType.SC_REQUESTED_FRAME_SYNC:
             if self._frame_size is None:
@@ -152,8 +241,11 @@ class TMIClient:
             width, height = self._frame_size
             self._frame_size = None  # the plugin forgets the request once the frame is sent
             n = width * height * 4
-            data = recv_exactly(self._transport, n, message_id=raw, expected=f"{n} bytes: BGRA frame {width}x{height}")
-            return SyncMessage(mtype, frame=bgra_to_gray(data, width, height))
+            if self._frame_bgra.size != n:
+                self._frame_bgra = np.empty(n, dtype=np.uint8)
+            reader.read_into(memoryview(self._frame_bgra), message_id=raw,
+                             expected=f"{n} bytes: BGRA frame {width}x{height}")
+            return SyncMessage(mtype, frame=bgra_to_gray(self._frame_bgra, width, height))
         return SyncMessage(mtype)
 
     def respond(self, message_type: MessageType | int) -> None:
@@ -161,11 +253,39 @@ class TMIClient:
         mtype = MessageType(message_type)
         if mtype not in SYNC_MESSAGES:
             raise ValueError(f"only sync messages (1-5) are echoed, not {mtype!r}")
-        send_all(self._transport, pack_header(mtype), message_id=mtype)
+        self._send(mtype)
 
     # ------------------------------------------------------------------ client -> game commands
     def _send(self, mtype: MessageType, payload: bytes = b"") -> None:
+        if self._batch_depth:
+            self._pending += pack_header(mtype)
+            self._pending += payload
+            return
         send_all(self._transport, pack_header(mtype) + payload, message_id=mtype)
+
+    @contextmanager
+    def batched(self) -> Iterator["TMIClient"]:
+        """Send the commands and echoes written inside the block in one write (one TCP segment, one
+        wake-up of the game instead of one per message). Whatever reads a reply inside the block sends
+        what is pending first; the rest is sent when the block ends (dropped if it raises)."""
+        self._batch_depth += 1
+        try:
+            yield self
+        except BaseException:
+            self._batch_depth -= 1
+            if not self._batch_depth:
+                self._pending.clear()
+            raise
+        self._batch_depth -= 1
+        if not self._batch_depth:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send the commands a :meth:`batched` block has collected so far."""
+        if self._pending:
+            data = bytes(self._pending)
+            self._pending.clear()
+            send_all(self._transport, data, message_id=_I32.unpack_from(data)[0])
 
     def set_speed(self, speed: float) -> None:
         """Game speed multiplier; 0 freezes the simulation (the game still renders)."""
@@ -185,10 +305,21 @@ class TMIClient:
 
     def get_simulation_state(self) -> bytes:
         """The raw ``SimulationState`` blob (decode it with :func:`.state.decode_state`)."""
+        self.request_simulation_state()
+        return self.read_simulation_state()
+
+    def request_simulation_state(self) -> None:
+        """Ask for the state blob without waiting for it: in a :meth:`batched` block, the commands
+        after it travel in the same write, and :meth:`read_simulation_state` reads the reply later
+        (the plugin answers commands in order, so the reply comes before anything sent after it)."""
         self._send(MessageType.C_GET_SIMULATION_STATE)
+
+    def read_simulation_state(self) -> bytes:
+        """The reply to :meth:`request_simulation_state`."""
+        self.flush()
         mid = int(MessageType.C_GET_SIMULATION_STATE)
-        n = read_length(self._transport, MAX_STATE_BYTES, message_id=mid, what="state")
-        return recv_exactly(self._transport, n, message_id=mid, expected=f"{n} bytes: state")
+        n = self._reader.length(MAX_STATE_BYTES, message_id=mid, what="state")
+        return self._reader.read(n, message_id=mid, expected=f"{n} bytes: state")
 
     def set_input_state(self, *, left: bool, right: bool, accelerate: bool, brake: bool) -> None:
         """Hold these keyboard inputs from now on."""
@@ -226,7 +357,8 @@ class TMIClient:
     def race_finished(self) -> bool:
         """Whether the game considers the race finished."""
         self._send(MessageType.C_RACE_FINISHED)
-        value = read_int32(self._transport, message_id=MessageType.C_RACE_FINISHED, what="race_finished (0 or 1)")
+        self.flush()
+        value = self._reader.int32(message_id=MessageType.C_RACE_FINISHED, what="race_finished (0 or 1)")
         return value != 0
 
     def request_frame(self, width: int, height: int) -> None:
@@ -263,14 +395,16 @@ class TMIClient:
     def is_in_menus(self) -> bool:
         """Whether the game shows its menus (no map loaded)."""
         self._send(MessageType.C_IS_IN_MENUS)
-        return read_int32(self._transport, message_id=MessageType.C_IS_IN_MENUS, what="in_menus (0 or 1)") != 0
+        self.flush()
+        return self._reader.int32(message_id=MessageType.C_IS_IN_MENUS, what="in_menus (0 or 1)") != 0
 
     def get_inputs(self) -> str:
         """The inputs of the current race in TMInterface script format."""
         self._send(MessageType.C_GET_INPUTS)
+        self.flush()
         mid = int(MessageType.C_GET_INPUTS)
-        n = read_length(self._transport, MAX_TEXT_BYTES, message_id=mid, what="inputs text")
-        data = recv_exactly(self._transport, n, message_id=mid, expected=f"{n} bytes: UTF-8 inputs text")
+        n = self._reader.length(MAX_TEXT_BYTES, message_id=mid, what="inputs text")
+        data = self._reader.read(n, message_id=mid, expected=f"{n} bytes: UTF-8 inputs text")
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:

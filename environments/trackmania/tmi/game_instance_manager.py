@@ -401,17 +401,19 @@ class GameInstanceManager:
         """Inside a RUN_STEP: read the state, freeze, get the frame; leaves the frame unanswered."""
         c = self.client
         assert c is not None
-        blob = c.get_simulation_state()
+        with c.batched():  # one write and one round trip: the state's reply, then the frame
+            c.request_simulation_state()
+            if self.config.rewind_before_frame:
+                c.rewind_to_current_state()
+            c.set_speed(0.0)
+            c.request_frame(self.config.frame_width, self.config.frame_height)
+            c.respond(MessageType.SC_RUN_STEP_SYNC)
+        blob = c.read_simulation_state()
         if not self._wheels_checked:
             self._wheels_checked = True
             problem = check_wheel_order(blob)
             if problem:
                 log.warning("game instance %d: %s", self.instance_index, problem)
-        if self.config.rewind_before_frame:
-            c.rewind_to_current_state()
-        c.set_speed(0.0)
-        c.request_frame(self.config.frame_width, self.config.frame_height)
-        c.respond(MessageType.SC_RUN_STEP_SYNC)
         while True:
             msg = self._read()
             if msg.type == MessageType.SC_REQUESTED_FRAME_SYNC:
@@ -480,9 +482,10 @@ class GameInstanceManager:
     def _step(self, accelerate: bool, brake: bool, left: bool, right: bool) -> StepResult:
         c = self.client
         assert c is not None
-        c.set_input_state(left=bool(left), right=bool(right), accelerate=bool(accelerate), brake=bool(brake))
-        c.set_speed(self.config.running_speed)
-        self._respond(MessageType.SC_REQUESTED_FRAME_SYNC)
+        with c.batched():  # one write: one wake-up of the game
+            c.set_input_state(left=bool(left), right=bool(right), accelerate=bool(accelerate), brake=bool(brake))
+            c.set_speed(self.config.running_speed)
+            self._respond(MessageType.SC_REQUESTED_FRAME_SYNC)
         next_action_ms = self.last_action_time_ms + self.config.ms_per_action
         while True:
             msg = self._read()

@@ -226,6 +226,10 @@ def bgra_to_gray(data: bytes | bytearray | memoryview | np.ndarray, width: int, 
     buf = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.reshape(-1)
     if buf.size != expected:
         raise ValueError(f"BGRA frame of {buf.size} bytes, expected {width}x{height}x4 = {expected}")
-    px = buf.reshape(height, width, 4).astype(np.uint32)
-    gray = (px[..., 0] * _LUMA_B + px[..., 1] * _LUMA_G + px[..., 2] * _LUMA_R + 500) // 1000
+    px = buf.reshape(height, width, 4)
+    gray = px[..., 0] * np.uint32(_LUMA_B)  # uint32 from here on, no copy of the whole frame
+    gray += px[..., 1] * np.uint32(_LUMA_G)
+    gray += px[..., 2] * np.uint32(_LUMA_R)
+    gray += np.uint32(500)
+    gray //= np.uint32(1000)
     return gray.astype(np.uint8)

@@ -111,6 +111,8 @@ _WHEEL_OFFSETS = ((0.8, 0.0, 1.4), (-0.8, 0.0, 1.4), (0.8, 0.0, -1.2), (-0.8, 0.
 SIM_HAS_ALL = 0xFF  # timers | dyna | scene_mobil | wheels | plug_solid | cmd_buffer | inputs | player_info
 MODE_RUN = 1
 
+_WHEEL_ORDER = np.array(WHEEL_BLOB_INDEX)
+assert WHEEL_CONTACT_MATERIAL == WHEEL_HAS_GROUND_CONTACT + 4 and WHEEL_IS_SLIDING == WHEEL_CONTACT_MATERIAL + 4
 _F3 = struct.Struct("<3f")
 _F9 = struct.Struct("<9f")
 _I32 = struct.Struct("<i")
@@ -162,11 +164,12 @@ def decode_state(blob: bytes) -> CarState:
     """
     blob = bytes(blob)
     _, cp_times = decode_checkpoints(blob)
-    wheel_offsets = [OFF_WHEELS + WHEEL_SIZE * WHEEL_BLOB_INDEX[i] for i in range(N_WHEELS)]
-    damper = np.array([_F32.unpack_from(blob, w + WHEEL_DAMPER_ABSORB)[0] for w in wheel_offsets], dtype=np.float32)
-    contact = np.array([_I32.unpack_from(blob, w + WHEEL_HAS_GROUND_CONTACT)[0] != 0 for w in wheel_offsets])
-    material = np.array([_I32.unpack_from(blob, w + WHEEL_CONTACT_MATERIAL)[0] for w in wheel_offsets])
-    sliding = np.array([_I32.unpack_from(blob, w + WHEEL_IS_SLIDING)[0] != 0 for w in wheel_offsets])
+    # One strided view per wheel field (blob wheel order), then the API order of CarState.
+    damper = np.ndarray((N_WHEELS,), "<f4", blob, OFF_WHEELS + WHEEL_DAMPER_ABSORB, (WHEEL_SIZE,))[_WHEEL_ORDER]
+    flags = np.ndarray((N_WHEELS, 3), "<i4", blob, OFF_WHEELS + WHEEL_HAS_GROUND_CONTACT, (WHEEL_SIZE, 4))[_WHEEL_ORDER]
+    contact = flags[:, 0] != 0
+    material = flags[:, 1].astype(np.int64)
+    sliding = flags[:, 2] != 0
     passed: list[int] = []
     for t in cp_times:
         if t < 0:

@@ -19,7 +19,7 @@ REPO_ROOT = TMI_DIR.parents[2]
 #: 0.3 s and counts down 1.5 s of race time (ticks run as fast as the CPU allows), named like TMNF's
 #: process so that the launcher finds it.
 DEFAULT_HOST_OPTIONS = ("--max-seconds", "1e9", "--startup-ms", "500", "--map-load-ms", "300",
-                        "--countdown-ms", "1500", "--process-name", "TmForever")
+                        "--countdown-ms", "1500", "--process-name", "TmForever", "--physics-batch-ms", "50")
 
 
 class StandinBuildError(RuntimeError):

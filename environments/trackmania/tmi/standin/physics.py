@@ -15,6 +15,11 @@ byte    request (after the byte)      reply
 ``R``   i32 n + n bytes: a blob       TICK reply (the car restored from the blob)
 ``F``   i32 W, i32 H                  W*H bytes: grayscale first-person frame, top row first
 ``C``   i32 camera number             u8 1 if known, else 0
+``B``   u8 keys, u8 n: up to n ticks  u8 count + count TICK replies: the ticks run, the last one
+        with the same keys            being the n-th or the first that passed a checkpoint or
+                                      the finish (the host serves its next ticks from them)
+``U``   u8 k: the host used only k    TICK reply: the car back at the start of the last ``B``,
+        ticks of the last ``B``       then k of its ticks run again (inputs changed mid-batch)
 ======  ============================  ==========================================================
 
 Maps are simulator tracks (:func:`environments.trackmania.tracks.get_track`: a built-in name, a
@@ -32,6 +37,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import operator
 import struct
 import sys
 from typing import BinaryIO
@@ -42,6 +49,9 @@ from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 from environments.trackmania.sim.backend import SimBackend, SimOptions
 from environments.trackmania.sim.car import CarPhysics
 from environments.trackmania.sim.render import Renderer
+from environments.trackmania.backend import CarState
+from environments.trackmania.tmi import state as blob
+from environments.trackmania.tmi.materials import representative_material
 from environments.trackmania.tmi.state import decode_checkpoints, encode_state
 from environments.trackmania.tracks import get_track
 
@@ -62,12 +72,83 @@ _INT_FIELDS = {"idx", "gear", "gearbox_state", "time_ms", "wall_hits"}
 _BOOL_FIELDS = {"airborne", "freewheeling"}
 
 
+_SCALARS = operator.attrgetter(*SNAPSHOT_SCALARS)
+_LISTS = operator.attrgetter(*SNAPSHOT_LISTS)
+
+
 def car_snapshot(car: CarPhysics) -> list[float]:
     """The car's exact state as floats (order: SNAPSHOT_SCALARS then SNAPSHOT_LISTS)."""
-    values = [float(getattr(car, name)) for name in SNAPSHOT_SCALARS]
-    for name in SNAPSHOT_LISTS:
-        values.extend(float(v) for v in getattr(car, name))
+    values = [float(v) for v in _SCALARS(car)]
+    for values_of_list in _LISTS(car):
+        values.extend(float(v) for v in values_of_list)
     return values
+
+
+class BlobEncoder:
+    """:func:`~environments.trackmania.tmi.state.encode_state` of the SimBackend's CarState of a car,
+    byte for byte, written straight from the car into a copy of a template (the constant fields,
+    filled once per track) with one ``pack_into`` per field group: no CarState, no numpy per call.
+    """
+
+    _HEAD = struct.Struct("<i")
+    _DYNA = struct.Struct("<4f9f3f3f12x3f")  # quaternion, rotation, position, speed, (12), angular speed
+    _WHEEL = struct.Struct("<f108xiii")  # damper absorb (180), ground contact (292), material, sliding
+
+    def __init__(self, n_gates: int) -> None:
+        self.n_times = n_gates + 1  # the finish is the last checkpoint
+        template = CarState(race_time_ms=0, position=np.zeros(3), rotation=np.eye(3),
+                            linear_velocity=np.zeros(3), angular_velocity=np.zeros(3), gear=0, rpm=0.0,
+                            gearbox_state=0, gear_change_counter=0.0, is_freewheeling=False,
+                            wheel_damper_absorb=np.zeros(4, dtype=np.float32),
+                            wheel_has_ground_contact=np.zeros(4, dtype=bool),
+                            wheel_surface_group=np.zeros(4, dtype=np.int8),
+                            wheel_is_sliding=np.zeros(4, dtype=bool), finished=False, checkpoint_times_ms=[])
+        self.template = bytearray(encode_state(template, n_checkpoints=self.n_times))
+        assert blob.OFF_ROTATION == blob.OFF_QUAT + 16 and blob.OFF_POSITION == blob.OFF_ROTATION + 36
+        assert blob.OFF_LINEAR_SPEED == blob.OFF_POSITION + 12 and blob.OFF_ANGULAR_SPEED == blob.OFF_LINEAR_SPEED + 24
+        self._cp_flags = blob.OFF_CP_DATA + 8
+        self._cp_times = self._cp_flags + 4 * self.n_times + 4
+
+    def encode(self, car: CarPhysics, times: list[int]) -> bytearray:
+        """The blob of ``car`` with ``times`` the checkpoint times passed (finish included when finished)."""
+        b = bytearray(self.template)
+        sp, cp = math.sin(car.psi), math.cos(car.psi)
+        st, ct = math.sin(car.pitch), math.cos(car.pitch)
+        f0, f1, f2 = sp * ct, st, cp * ct
+        l0, l1, l2 = cp, 0.0, -sp
+        u0, u1, u2 = f1 * l2 - f2 * l1, f2 * l0 - f0 * l2, f0 * l1 - f1 * l0
+        rot = (l0, u0, f0, l1, u1, f1, l2, u2, f2)
+        self._DYNA.pack_into(b, blob.OFF_QUAT, *_quaternion(rot), *rot, car.x, car.y, car.z,
+                             car.vx, car.vy, car.vz, 0.0, car.r, 0.0)
+        race_time = int(car.time_ms)
+        self._HEAD.pack_into(b, blob.OFF_TIMERS + 4, race_time)
+        struct.pack_into("<i", b, blob.OFF_GEARBOX_STATE, int(car.gearbox_state))
+        struct.pack_into("<f", b, blob.OFF_ACTUAL_RPM, float(car.rpm))
+        struct.pack_into("<i", b, blob.OFF_GEAR, int(car.gear))
+        struct.pack_into("<i", b, blob.OFF_IS_FREEWHEELING, int(bool(car.freewheeling)))
+        contact = int(not car.airborne)
+        damper, surfaces, sliding = car.damper, car.surfaces, car.sliding
+        for i in range(blob.N_WHEELS):
+            self._WHEEL.pack_into(b, blob.OFF_WHEELS + blob.WHEEL_SIZE * blob.WHEEL_BLOB_INDEX[i]
+                                  + blob.WHEEL_DAMPER_ABSORB, float(damper[i]), contact,
+                                  representative_material(int(surfaces[i])), int(bool(sliding[i])))
+        struct.pack_into("<i", b, blob.OFF_RACE_TIME, race_time)
+        struct.pack_into("<i", b, blob.OFF_CUR_CP_COUNT, len(times))
+        struct.pack_into("<i", b, blob.OFF_RACE_FINISHED, int(bool(car.finished)))
+        for i, t in enumerate(times):
+            struct.pack_into("<i", b, self._cp_flags + 4 * i, 1)
+            struct.pack_into("<i", b, self._cp_times + 8 * i, t)
+        return b
+
+
+def _quaternion(m: tuple[float, ...]) -> tuple[float, float, float, float]:
+    """:func:`~environments.trackmania.tmi.state._rotation_to_quaternion` of the row-major 3x3 ``m``."""
+    m00, m01, m02, m10, m11, m12, m20, m21, m22 = m
+    tr = m00 + m11 + m22
+    if tr > 0:
+        s = 2.0 * math.sqrt(tr + 1.0)
+        return (0.25 * s, (m21 - m12) / s, (m02 - m20) / s, (m10 - m01) / s)
+    return blob._rotation_to_quaternion(np.array(m).reshape(3, 3))  # rare: the car upside down
 
 
 def restore_snapshot(car: CarPhysics, values: list[float] | tuple[float, ...], checkpoint_times_ms: list[int],
@@ -100,6 +181,9 @@ class StandinPhysics:
         self.renderers: dict[tuple[int, int, int], Renderer] = {}
         self.finish_time_ms: int | None = None
         self.trace = trace
+        self.encoder: BlobEncoder | None = None
+        self._batch_keys = 0
+        self._batch_base: tuple | None = None
 
     # ------------------------------------------------------------------ requests
     def load(self, name: str) -> int:
@@ -125,6 +209,43 @@ class StandinPhysics:
         if car.finished and self.finish_time_ms is None:
             self.finish_time_ms = car.time_ms
 
+    def tick_batch(self, keys: int, n: int) -> list[tuple[int, int, bool]]:
+        """Up to ``n`` ticks with ``keys``; stops after a tick that passed a checkpoint or the finish.
+
+        Returns (race time ms, checkpoints passed, finished) after each tick run. The car before the
+        batch is kept for :meth:`undo_batch` (only when ``n`` > 1: a single tick is always used)."""
+        car = self.sim.car
+        self._batch_keys = keys
+        self._batch_base = self._save() if n > 1 else None
+        out = []
+        passed, finished = self.checkpoints_passed(), car.finished
+        for _ in range(n):
+            self.tick(keys)
+            now = self.checkpoints_passed()
+            out.append((car.time_ms, now, car.finished))
+            if now != passed or car.finished != finished:
+                break
+        return out
+
+    def undo_batch(self, used: int) -> None:
+        """Put the car where it was after the first ``used`` ticks of the last :meth:`tick_batch`."""
+        if self._batch_base is None:
+            raise ValueError("no batch of more than one tick to undo")
+        self._load(self._batch_base)
+        for _ in range(used):
+            self.tick(self._batch_keys)
+
+    def _save(self) -> tuple:
+        car = self.sim.car
+        gates = list(car.checkpoint_times_ms)
+        times = gates + [-1] * (self.n_gates() - len(gates)) + [car.time_ms if car.finished else -1]
+        return car_snapshot(car), times, self.finish_time_ms
+
+    def _load(self, saved: tuple) -> None:
+        values, times, finish_time_ms = saved
+        restore_snapshot(self.sim.car, values, times, self.n_gates())
+        self.finish_time_ms = finish_time_ms
+
     def checkpoints_passed(self) -> int:
         car = self.sim.car
         return len(car.checkpoint_times_ms) + (1 if car.finished else 0)
@@ -134,15 +255,16 @@ class StandinPhysics:
 
     def state_blob(self) -> bytes:
         """The SimBackend's CarState of the car at the game's offsets, plus the exact snapshot."""
-        state = self.sim._state()
-        times = list(self.sim.car.checkpoint_times_ms)
-        if self.sim.car.finished:
-            times.append(self.finish_time_ms if self.finish_time_ms is not None else self.sim.car.time_ms)
-        state.checkpoint_times_ms = times
-        blob = bytearray(encode_state(state, n_checkpoints=self.n_gates() + 1))
-        _SNAPSHOT.pack_into(blob, SNAPSHOT_OFFSET, SNAPSHOT_MAGIC, *car_snapshot(self.sim.car))
+        car = self.sim.car
+        times = list(car.checkpoint_times_ms)
+        if car.finished:
+            times.append(self.finish_time_ms if self.finish_time_ms is not None else car.time_ms)
+        if self.encoder is None or self.encoder.n_times != self.n_gates() + 1:
+            self.encoder = BlobEncoder(self.n_gates())
+        data = self.encoder.encode(car, times)
+        _SNAPSHOT.pack_into(data, SNAPSHOT_OFFSET, SNAPSHOT_MAGIC, *car_snapshot(car))
         self._trace("state")
-        return bytes(blob)
+        return bytes(data)
 
     def restore(self, blob: bytes) -> None:
         """Put the car in the state saved in ``blob`` (the checkpoint times as the blob has them)."""
@@ -233,6 +355,13 @@ class StandinPhysics:
                 except Exception as exc:  # noqa: BLE001 - any bad map name is reported to the host
                     count, error = -1, f"{type(exc).__name__}: {exc}".encode()[:60000]
                 out.write(struct.pack("<iH", count, len(error)) + error)
+            elif op == b"B":
+                keys, n = read(2)
+                replies = self.tick_batch(keys, max(1, n))
+                out.write(bytes((len(replies),)) + b"".join(tick.pack(*r) for r in replies))
+            elif op == b"U":
+                self.undo_batch(read(1)[0])
+                tick_reply()
             elif op == b"C":
                 (camera,) = struct.unpack("<i", read(4))
                 out.write(struct.pack("<B", self.set_camera(camera)))

@@ -33,6 +33,10 @@
 // the car with the held inputs, SaveState() returns the simulated car's blob, RewindToState() restores
 // it, and CaptureScreenshot returns the simulator's first-person frame as BGRA (gray in B, G and R).
 // Every behaviour above keeps its option. `rulka tmi standin` / standin/launch.sh start it like TMNF.
+// --physics-batch-ms P (the stand-in's default: 50, rulka's action period) asks the child for the
+// ticks up to the next race time that is a multiple of P or 10 ms past one in one request (fewer
+// round trips); the plugin's callbacks still run once per tick, and the child is put back in step
+// before anything reads or changes the car, so every message and frame is the same as with 0.
 //
 // Usage: tmi_test_host --plugin rulka_link.as --config "set custom_port 8478" [options, see main()]
 // Prints "COMPILED", then "LISTENING <port>" on stdout once the plugin listens; "TERMINATED ..." on exit.
@@ -293,6 +297,11 @@ public:
     int to_child = -1, from_child = -1;
     double seconds = 0;  // wall time spent waiting for the child (reported at exit)
     uint64_t requests = 0;
+    uint64_t undone = 0;  // tick batches taken back (Sync)
+    int batch_ms = 0;  // --physics-batch-ms: 0 = one request per tick
+    std::deque<TickReply> ahead;  // ticks the child ran that the host has not used yet
+    uint8_t batch_keys = 0;
+    int batch_used = 0;
 
     void Start(const std::string& python, const std::string& trace, int camera) {
         int down[2], up[2];
@@ -350,24 +359,76 @@ public:
     template <typename T>
     T RecvValue() { T v{}; Recv(&v, sizeof(T)); return v; }
 
-    TickReply RecvTick() {
+    TickReply RecvTick() {  // one read: int32 race time, int32 checkpoints, uint8 finished
+        uint8_t raw[9];
+        Recv(raw, sizeof(raw));
         TickReply t;
-        t.race_time = RecvValue<int32_t>();
-        t.checkpoints = RecvValue<int32_t>();
-        t.finished = RecvValue<uint8_t>() != 0;
+        std::memcpy(&t.race_time, raw, 4);
+        std::memcpy(&t.checkpoints, raw + 4, 4);
+        t.finished = raw[8] != 0;
         return t;
     }
-    TickReply Tick(uint8_t keys) {
+    // One tick at race time `race_time` (before it). With batch_ms > 0 the child runs the ticks up to
+    // the next race time that is a multiple of batch_ms, or 10 ms past one (where rulka reads the
+    // state, then the frame, then changes the inputs), in one request, and the next ticks are served
+    // from its replies while the inputs stay the same. Anything that reads or changes the car first
+    // puts the child back where the host is (Sync), so what the plugin sees is the same either way.
+    TickReply Tick(uint8_t keys, int race_time) {
         cache_valid = false;
-        const uint8_t msg[2] = {'T', keys};
+        if (!ahead.empty() && keys == batch_keys) {
+            const TickReply t = ahead.front();
+            ahead.pop_front();
+            ++batch_used;
+            return t;
+        }
+        Sync();
+        if (batch_ms <= 0) {
+            const uint8_t msg[2] = {'T', keys};
+            Send(msg, 2);
+            ++requests;
+            return RecvTick();
+        }
+        int n = 1;
+        while (n < 255) {
+            const int after = (race_time + 10 * n) % batch_ms;
+            if (after == 0 || after == 10 % batch_ms) break;
+            ++n;
+        }
+        const uint8_t msg[3] = {'B', keys, static_cast<uint8_t>(n)};
+        Send(msg, 3);
+        ++requests;
+        const int count = RecvValue<uint8_t>();
+        if (count < 1 || count > n) Fail("bad tick batch from the physics process");
+        std::vector<uint8_t> raw(static_cast<size_t>(count) * 9);
+        Recv(raw.data(), raw.size());
+        for (int i = 0; i < count; ++i) {
+            TickReply t;
+            std::memcpy(&t.race_time, &raw[9 * i], 4);
+            std::memcpy(&t.checkpoints, &raw[9 * i + 4], 4);
+            t.finished = raw[9 * i + 8] != 0;
+            ahead.push_back(t);
+        }
+        batch_keys = keys;
+        batch_used = 1;
+        const TickReply t = ahead.front();
+        ahead.pop_front();
+        return t;
+    }
+    // The child ran ticks the host has not used (the inputs changed mid-batch): take them back.
+    void Sync() {
+        if (ahead.empty()) return;
+        ahead.clear();
+        const uint8_t msg[2] = {'U', static_cast<uint8_t>(batch_used)};
         Send(msg, 2);
         ++requests;
-        return RecvTick();
+        ++undone;
+        RecvTick();
     }
-    TickReply RaceStart() { cache_valid = false; Send("G", 1); ++requests; return RecvTick(); }
+    TickReply RaceStart() { Sync(); cache_valid = false; Send("G", 1); ++requests; return RecvTick(); }
     // Loads a track; returns its checkpoint count (finish included), or -1 with `error` set.
     int LoadMap(const std::string& name, std::string& error) {
         const uint16_t n = static_cast<uint16_t>(std::min<size_t>(name.size(), 60000));
+        Sync();
         cache_valid = false;
         Send("M", 1);
         Send(&n, 2);
@@ -392,6 +453,7 @@ public:
         return cached;
     }
     std::vector<uint8_t> SaveUncached() {
+        Sync();
         Send("S", 1);
         ++requests;
         const int n = RecvValue<int32_t>();
@@ -403,6 +465,7 @@ public:
     // Rewinding to the car's current blob changes nothing: answered without a request.
     TickReply Restore(const std::vector<uint8_t>& b, const TickReply& current) {
         if (cache_valid && b.size() >= OFF_CP_DATA && SameCar(b)) return current;
+        Sync();
         cache_valid = false;
         const int32_t n = static_cast<int32_t>(b.size());
         Send("R", 1);
@@ -426,6 +489,7 @@ public:
 
     std::vector<uint8_t> Frame(int w, int h) {
         const int32_t size[2] = {w, h};
+        Sync();
         Send("F", 1);
         Send(size, 8);
         ++requests;
@@ -435,6 +499,7 @@ public:
     }
     bool Camera(int camera) {
         const int32_t c = camera;
+        Sync();
         Send("C", 1);
         Send(&c, 4);
         ++requests;
@@ -610,7 +675,7 @@ struct Game {
             if (race_time >= 0) {
                 const uint8_t held = (keys[IT_UP] ? 1 : 0) | (keys[IT_DOWN] ? 2 : 0) | (keys[IT_LEFT] ? 4 : 0) |
                                      (keys[IT_RIGHT] ? 8 : 0);
-                physics_checkpoints = g_physics.Tick(held).checkpoints;
+                physics_checkpoints = g_physics.Tick(held, race_time).checkpoints;
             }
         } else if (race_time >= 0) {
             const double dt = 0.01;
@@ -1234,6 +1299,7 @@ int main(int argc, char** argv) {
         else if (k == "--process-name") prctl(PR_SET_NAME, v.c_str(), 0, 0, 0);
         else if (k == "--physics") physics_python = v;
         else if (k == "--physics-trace") physics_trace = v;
+        else if (k == "--physics-batch-ms") g_physics.batch_ms = std::max(0, std::atoi(v.c_str()));
         else if (k == "--camera") physics_camera = std::atoi(v.c_str());
         else if (k == "--start-map") start_map = v;
         else if (k == "--saved-variables") {
@@ -1338,8 +1404,9 @@ int main(int argc, char** argv) {
     CallNoArg(g_cb.disabled);
     if (g_physics.enabled) {
         char buf[128];
-        std::snprintf(buf, sizeof(buf), "physics: %llu requests, %.3f s waiting", 
-                      static_cast<unsigned long long>(g_physics.requests), g_physics.seconds);
+        std::snprintf(buf, sizeof(buf), "physics: %llu requests (%llu tick batches taken back), %.3f s waiting",
+                      static_cast<unsigned long long>(g_physics.requests),
+                      static_cast<unsigned long long>(g_physics.undone), g_physics.seconds);
         HostLog(buf);
         g_physics.Stop();
     }

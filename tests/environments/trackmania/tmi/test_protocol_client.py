@@ -195,3 +195,110 @@ def test_client_argument_validation():
         c.set_on_step_period(55)
     with pytest.raises(ValueError):
         c.respond(MessageType.C_GIVE_UP)
+
+
+class _RecordingTransport:
+    """A transport that records each sendall and serves reads from a script (no recv_into)."""
+
+    def __init__(self, incoming: bytes = b"") -> None:
+        self.writes: list[bytes] = []
+        self.incoming = bytearray(incoming)
+
+    def sendall(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+    def recv(self, n: int) -> bytes:
+        out = bytes(self.incoming[:n])
+        del self.incoming[:n]
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def test_batched_commands_leave_in_one_write_and_a_read_sends_them_first():
+    """Inside ``batched()`` the commands and the echo are one write (one wake-up of the game); a reply
+    read inside the block sends what is pending before it waits; outside a block, one write each."""
+    blob = bytes(range(40))
+    t = _RecordingTransport(struct.pack("<i", len(blob)) + blob)
+    c = TMIClient(t)
+    with c.batched():
+        c.set_input_state(left=True, right=False, accelerate=True, brake=False)
+        c.set_speed(10.0)
+        c.respond(MessageType.SC_REQUESTED_FRAME_SYNC)
+        assert t.writes == []
+    assert t.writes == [struct.pack("<i", 10) + bytes((1, 0, 1, 0)) + struct.pack("<if", 6, 10.0)
+                        + struct.pack("<i", 4)]
+    t.writes.clear()
+    with c.batched():
+        c.set_speed(0.0)
+        assert c.get_simulation_state() == blob
+        assert t.writes == [struct.pack("<if", 6, 0.0) + struct.pack("<i", 9)]
+    assert len(t.writes) == 1  # nothing was left to send at the end
+    t.writes.clear()
+    c.set_speed(1.0)
+    c.give_up()
+    assert t.writes == [struct.pack("<if", 6, 1.0), struct.pack("<i", 11)]
+
+
+def test_a_batch_that_raises_sends_nothing():
+    """A block that fails drops its pending commands (the connection is being dropped anyway)."""
+    t = _RecordingTransport()
+    c = TMIClient(t)
+    with pytest.raises(RuntimeError):
+        with c.batched():
+            c.set_speed(1.0)
+            raise RuntimeError("boom")
+    c.flush()
+    assert t.writes == []
+
+
+def test_buffered_reads_split_and_joined_messages_and_frames():
+    """Messages read through the receive buffer decode the same whether the game's bytes arrive one
+    at a time or many messages in one segment, frames larger than the buffer included."""
+    w, h = 300, 200  # 240,000 bytes of BGRA: larger than the 64 KiB receive buffer
+    rng = np.random.default_rng(0)
+    bgra = rng.integers(0, 256, w * h * 4, dtype=np.uint8).tobytes()
+    stream = (struct.pack("<ii", 1, 50) + struct.pack("<iii", 2, 1, 3) + struct.pack("<i", 4) + bgra
+              + struct.pack("<ii", 1, 100))
+    for chunk in (1, 7, 1 << 20):
+        client, game = pair()
+        client.request_frame(w, h)
+        game.recv(64)
+        sender = threading.Thread(target=lambda: [game.sendall(stream[k:k + chunk])
+                                                  for k in range(0, len(stream), chunk)])
+        sender.start()
+        try:
+            assert client.read_message().race_time_ms == 50
+            msg = client.read_message()
+            assert (msg.current, msg.target) == (1, 3)
+            frame = client.read_message().frame
+            assert np.array_equal(frame, bgra_to_gray(bgra, w, h))
+            assert client.read_message().race_time_ms == 100
+        finally:
+            sender.join()
+            client.close()
+            game.close()
+
+
+def test_bgra_to_gray_matches_the_601_formula_exactly():
+    """The frame conversion is the ITU-R 601 luma with rounding to nearest, for every pixel value."""
+    rng = np.random.default_rng(1)
+    data = rng.integers(0, 256, 97 * 31 * 4, dtype=np.uint8)
+    px = data.reshape(31, 97, 4).astype(np.int64)
+    expected = (px[..., 0] * 114 + px[..., 1] * 587 + px[..., 2] * 299 + 500) // 1000
+    assert np.array_equal(bgra_to_gray(data, 97, 31), expected.astype(np.uint8))
+
+
+def test_state_request_travels_with_the_frame_request_and_its_reply_is_read_after():
+    """The manager's action point: the state request, the frame request and the echo leave in one
+    write; the state's reply is read afterwards (the plugin answers commands in order)."""
+    blob = bytes(range(12))
+    t = _RecordingTransport(struct.pack("<i", len(blob)) + blob)
+    c = TMIClient(t)
+    with c.batched():
+        c.request_simulation_state()
+        c.request_frame(4, 2)
+        c.respond(MessageType.SC_RUN_STEP_SYNC)
+    assert t.writes == [struct.pack("<i", 9) + struct.pack("<iii", 17, 4, 2) + struct.pack("<i", 1)]
+    assert c.read_simulation_state() == blob
