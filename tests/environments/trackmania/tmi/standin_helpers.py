@@ -246,6 +246,22 @@ class StandinRun:
         instance = str(port - self.base_port)
         return [r for r in self.races() if r["instance"] == instance]
 
+    def races_started(self, port: int) -> int:
+        """Races the games on ``port`` started (from their traces: one frame at race time 10 ms per race,
+        the first action point's)."""
+        path = self.tmp_path / f"trace_{port}.jsonl"
+        if not path.is_file():
+            return 0
+        started = 0
+        for line in path.read_bytes().splitlines():
+            if b'"t": 10,' in line:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue  # the line being written
+                started += record["kind"] == "frame" and record["t"] == 10
+        return started
+
     def text(self) -> str:
         return self.log.read_text(errors="replace")
 

@@ -26,8 +26,13 @@ def _alive(pid: int) -> bool:
 
 
 def _no_race_counted_twice(run: StandinRun) -> None:
-    keys = [(r["instance"], r["env_steps"], r["wall_time_s"]) for r in run.races()]
-    assert len(keys) == len(set(keys)), keys
+    """races.csv has at most one row per race the games played (each port's races from the traces of all
+    the games that served it; the discarded race and the one in flight at the end have none)."""
+    instances = {r["instance"] for r in run.races()}
+    for instance in instances:
+        port = run.base_port + int(instance)
+        rows, started = len(run.races_of(port)), run.races_started(port)
+        assert 0 < rows <= started, f"port {port}: {rows} races in races.csv, {started} races started"
 
 
 def test_supervision_collector_killed_mid_race_takes_its_game_along(tmp_path):
@@ -155,7 +160,7 @@ def test_supervision_orphan_game_of_ours_holding_the_port_is_killed_before_launc
     try:
         orphan = _start_orphan_game(run, port)
         run.start()
-        run.wait(lambda: not _alive(orphan), 60, f"the orphan game {orphan} is killed")
+        run.wait(lambda: not _alive(orphan), 150, f"the orphan game {orphan} is killed")  # at the first launch
         run.wait(lambda: len(run.races_of(port)) >= 2, 90, f"a new game races on port {port}")
         assert run.game_on(port) not in (None, orphan)
         assert f"port {port} is held by a game of ours left from an earlier run (pids [{orphan}])" in run.text()
