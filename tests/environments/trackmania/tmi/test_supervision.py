@@ -132,7 +132,10 @@ def test_supervision_game_stopped_mid_race_is_killed_and_relaunched(tmp_path):
         text = run.text()
         line = next((s for s in text.splitlines() if f"race discarded: game instance {port - run.base_port}" in s), "")
         assert "the game hung: killed" in line and str(victim) in line, text[-3000:]
-        assert text.count("race discarded: ") == 1 and "died (exit code" not in text, text[-3000:]
+        # only the race in flight is lost (the other game's collector answers within the 10 s unless the
+        # machine starves it: not asserted, to keep the test about this game)
+        assert text.count(f"race discarded: game instance {port - run.base_port} ") == 1, text[-3000:]
+        assert "died (exit code" not in text, text[-3000:]
         _no_race_counted_twice(run)
         run.stop()
     finally:
