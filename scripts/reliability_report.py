@@ -17,7 +17,7 @@ writes one row per test function:
 To add a fault test, mark it ``reliability`` and give it a docstring that says what is done to the
 program and what must happen; the next run of this script lists it. A fault of games or collectors
 also gets a row in :data:`GAME_FAULTS` (how it is detected, what happens, its test); a soak's printout
-(``bench/trackmania_soak.py --out bench/results/trackmania_soak.md``) is appended. The exit status is pytest's
+(``bench/trackmania_soak.py --out bench/results/trackmania_soak*.md``) is appended. The exit status is pytest's
 (non-zero when a test fails); the document is written either way and shows the failures.
 """
 from __future__ import annotations
@@ -81,8 +81,9 @@ GAME_FAULTS = (
               f"{SUPERVISION}::test_supervision_strangers_process_holding_the_port_is_reported_not_killed"),
 )
 
-#: A soak's printout (bench/trackmania_soak.py --out FILE), shown at the end of the document when present.
-SOAK_PRINTOUT = ROOT / "bench" / "results" / "trackmania_soak.md"
+#: Soak printouts (bench/trackmania_soak.py --out bench/results/trackmania_soak*.md), shown at the end of
+#: the document when present.
+SOAK_PRINTOUTS = "bench/results/trackmania_soak*.md"
 
 
 @dataclass
@@ -215,12 +216,18 @@ def _game_faults(rows: list[Row]) -> list[str]:
 
 
 def _soak() -> list[str]:
-    """The soak's printout, if one was written (it is not run by this script: it takes 20 minutes)."""
-    if not SOAK_PRINTOUT.is_file():
+    """The soaks' printouts, if any were kept (this script does not run them: a soak takes 20 minutes)."""
+    paths = sorted(ROOT.glob(SOAK_PRINTOUTS))
+    if not paths:
         return []
-    return ["## Soak: faults on a schedule", "",
-            f"Not run by this script; the printout of `bench/trackmania_soak.py` kept in "
-            f"`{SOAK_PRINTOUT.relative_to(ROOT)}`:", "", SOAK_PRINTOUT.read_text(encoding="utf-8").rstrip(), ""]
+    lines = ["## Soak: faults on a schedule", "",
+             "Not run by this script: the printouts of `bench/trackmania_soak.py` kept in "
+             f"`{SOAK_PRINTOUTS}` (each starts with its command and the machine's load).", ""]
+    for path in paths:
+        text = path.read_text(encoding="utf-8").rstrip().splitlines()
+        lines += [f"### `{path.relative_to(ROOT)}`", ""]
+        lines += [line if line.startswith("|") or not line.strip() else f"- {line}" for line in text] + [""]
+    return lines
 
 
 def _git(*args: str) -> str:
