@@ -222,7 +222,12 @@ def _soak() -> list[str]:
         return []
     lines = ["## Soak: faults on a schedule", "",
              "Not run by this script: the printouts of `bench/trackmania_soak.py` kept in "
-             f"`{SOAK_PRINTOUTS}` (each starts with its command and the machine's load).", ""]
+             f"`{SOAK_PRINTOUTS}` (each starts with its command and the machine's load). *Races lost* counts "
+             "every `race discarded` line, whatever its cause (a game whose plugin dropped its collector after "
+             "`environment.timeout_during_run_ms` because the collector waited for the learner counts too), plus "
+             "one race per killed collector (even one that was between races). A fault that hits a game while its "
+             "collector waits for the learner is only seen when the collector comes back (a 60 s SIGSTOP may "
+             "then pass unnoticed). *Actions/s* are the learner's env steps, sampled at race ends.", ""]
     for path in paths:
         text = path.read_text(encoding="utf-8").rstrip().splitlines()
         lines += [f"### `{path.relative_to(ROOT)}`", ""]
