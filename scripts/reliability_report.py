@@ -15,7 +15,9 @@ writes one row per test function:
 * the result: passed / failed / skipped counts, straight from pytest's reports.
 
 To add a fault test, mark it ``reliability`` and give it a docstring that says what is done to the
-program and what must happen; the next run of this script lists it. The exit status is pytest's
+program and what must happen; the next run of this script lists it. A fault of games or collectors
+also gets a row in :data:`GAME_FAULTS` (how it is detected, what happens, its test); a soak's printout
+(``bench/trackmania_soak.py --out bench/results/trackmania_soak*.md``) is appended. The exit status is pytest's
 (non-zero when a test fails); the document is written either way and shows the failures.
 """
 from __future__ import annotations
@@ -35,6 +37,53 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "reliability"
 COMMAND = "python scripts/reliability_report.py"
+
+
+@dataclass(frozen=True)
+class GameFault:
+    """A fault of the real-game path: how rulka detects it, what it does, and the test that proves it."""
+
+    fault: str
+    detected: str
+    handled: str
+    test: str  # module::function of the test marked reliability that injects it
+
+
+#: The faults of game processes and collectors that the stand-in games are put through
+#: (tests/environments/trackmania/tmi/test_supervision.py); each row's result is its test's.
+SUPERVISION = "tests/environments/trackmania/tmi/test_supervision.py"
+GAME_FAULTS = (
+    GameFault("A game is killed (SIGKILL) mid-race",
+              "its collector's next read or write on the link fails (connection reset / closed)",
+              "the race in flight is discarded (`race discarded: game instance N (port P): ...; the game is gone`), "
+              "not written to races.csv nor trained on as an ending; the dead game is reaped and the same "
+              "collector launches a new game on the same port at the next race",
+              f"{SUPERVISION}::test_supervision_game_killed_mid_race_is_relaunched_by_its_collector"),
+    GameFault("A game hangs mid-race (SIGSTOP)",
+              "the collector's read times out after `environment.timeout_during_run_ms` (default 30 s)",
+              "the race in flight is discarded (`...; the game hung: killed (pids ...)`); the game is killed "
+              "(SIGKILL works on a stopped process) and reaped, and relaunched on its port at the next race",
+              f"{SUPERVISION}::test_supervision_game_stopped_mid_race_is_killed_and_relaunched"),
+    GameFault("A collector is killed (SIGKILL) mid-race",
+              "the learner sees the collector process exit (`collector N died (exit code -9)`)",
+              "the learner kills the games the collector reported (pid and start time) before it starts a new "
+              "collector, whose game takes the freed port; the collector's unfinished episodes are dropped",
+              f"{SUPERVISION}::test_supervision_collector_killed_mid_race_takes_its_game_along"),
+    GameFault("An orphan game of ours (an earlier run's or collector's) holds the port at launch",
+              "the launch finds a listener on the port whose environment carries `RULKA_TMI_LAUNCH_ID`",
+              "it is killed (logged with its pid) under the launch lock before the new game starts",
+              f"{SUPERVISION}::test_supervision_orphan_game_of_ours_holding_the_port_is_killed_before_launch"),
+    GameFault("A stranger's program holds the port at launch",
+              "the listener on the port has no rulka launch marker (or belongs to another user)",
+              "not killed: `PortHeldError` names its pid and command line and the fix (stop it, or choose other "
+              "ports with TMI_BASE_PORT); the collector fails, and after 3 failed starts in a row the run stops "
+              "with that message",
+              f"{SUPERVISION}::test_supervision_strangers_process_holding_the_port_is_reported_not_killed"),
+)
+
+#: Soak printouts (bench/trackmania_soak.py --out bench/results/trackmania_soak*.md), shown at the end of
+#: the document when present.
+SOAK_PRINTOUTS = "bench/results/trackmania_soak*.md"
 
 
 @dataclass
@@ -131,6 +180,7 @@ def render(rows: list[Row], extra_args: list[str]) -> str:
         f"{totals['failed']} failed, {totals['skipped']} skipped.**",
         "",
     ]
+    lines += _game_faults(rows)
     by_module: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
         by_module[row.module].append(row)
@@ -144,7 +194,45 @@ def render(rows: list[Row], extra_args: list[str]) -> str:
         failures = [f for row in by_module[module] for f in row.failures]
         if failures:
             lines += ["Failures:", ""] + [f"- {_cell(f)}" for f in failures] + [""]
+    lines += _soak()
     return "\n".join(lines)
+
+
+def _game_faults(rows: list[Row]) -> list[str]:
+    """The table of :data:`GAME_FAULTS`, each with its test's result in this run."""
+    by_id = {f"{r.module}::{r.name}": r for r in rows}
+    lines = ["## Faults of games and collectors (stand-in games)", "",
+             "Each fault is injected into a training run with stand-in games (our plugin `rulka_link.as` in the "
+             "AngelScript test host, launched by `launch.sh` as a user's Wine script is) and collector processes. "
+             "Every such test also checks that the run goes on (or stops with the fix, for a stranger's port), "
+             "that no race is counted twice and that no process of the run is left (by pid).", "",
+             "| Fault | How it is detected | What happens | Test | Result |", "|---|---|---|---|---|"]
+    for f in GAME_FAULTS:
+        row = by_id.get(f.test)
+        result = _result(row) if row is not None else "not run"
+        lines.append(f"| {_cell(f.fault)} | {_cell(f.detected)} | {_cell(f.handled)} | "
+                     f"`{f.test.split('::')[1]}` | {result} |")
+    return lines + [""]
+
+
+def _soak() -> list[str]:
+    """The soaks' printouts, if any were kept (this script does not run them: a soak takes 20 minutes)."""
+    paths = sorted(ROOT.glob(SOAK_PRINTOUTS))
+    if not paths:
+        return []
+    lines = ["## Soak: faults on a schedule", "",
+             "Not run by this script: the printouts of `bench/trackmania_soak.py` kept in "
+             f"`{SOAK_PRINTOUTS}` (each starts with its command and the machine's load). *Races lost* counts "
+             "every `race discarded` line, whatever its cause (a game whose plugin dropped its collector after "
+             "`environment.timeout_during_run_ms` because the collector waited for the learner counts too), plus "
+             "one race per killed collector (even one that was between races). A fault that hits a game while its "
+             "collector waits for the learner is only seen when the collector comes back (a 60 s SIGSTOP may "
+             "then pass unnoticed). *Actions/s* are the learner's env steps, sampled at race ends.", ""]
+    for path in paths:
+        text = path.read_text(encoding="utf-8").rstrip().splitlines()
+        lines += [f"### `{path.relative_to(ROOT)}`", ""]
+        lines += [line if line.startswith("|") or not line.strip() else f"- {line}" for line in text] + [""]
+    return lines
 
 
 def _git(*args: str) -> str:

@@ -66,6 +66,9 @@ SAFE_INPUT_SPEED = 100.0
 #: caches, TMLoader update check) can take minutes.
 DEFAULT_START_TIMEOUT_S = 600.0
 
+#: Start of the warning logged when a race in flight is lost (the game hung, died or dropped the link).
+RACE_DISCARDED = "race discarded: "
+
 #: Console command of rulka_link.as that shows and focuses the game window.
 FOCUS_WINDOW_COMMAND = "rulka_focus_window"
 
@@ -253,14 +256,23 @@ class GameInstanceManager:
         self._launch()
         self._connect(self.config.connect_timeout_s)
 
-    def _handle_failure(self, exc: TMInterfaceError) -> None:
-        """Forget the connection; kill the game if it hung (relaunch happens on the next start)."""
-        log.warning("game instance %d: %s", self.instance_index, exc)
+    def _handle_failure(self, exc: TMInterfaceError, *, in_race: bool = False) -> None:
+        """Forget the connection; kill the game if it hung or died (relaunch happens on the next start).
+
+        Logs one warning that says what was seen and what follows; ``in_race``: a race was in flight
+        (it is discarded: the line starts with :data:`RACE_DISCARDED`)."""
         hung = isinstance(exc, (TMInterfaceTimeout, TMInterfaceProtocolError))
-        if hung or self.process is None or not self.process.is_alive():
+        dead = self.process is None or not self.process.is_alive()
+        pids = self.game_pids
+        if hung or dead:
             self._kill()
+            then = (f"the game hung: killed (pids {', '.join(map(str, pids)) or '?'}), relaunched at the next race"
+                    if hung else "the game is gone: relaunched at the next race")
         else:
             self._drop_client()
+            then = "the game still runs: the next race reconnects (or relaunches it)"
+        log.warning("%sgame instance %d (port %d): %s; %s", RACE_DISCARDED if in_race else "", self.instance_index,
+                    self.port, exc, then)
 
     def close(self) -> None:
         """Disconnect politely and stop the game if we launched it."""
@@ -474,7 +486,7 @@ class GameInstanceManager:
         try:
             return self._step(accelerate, brake, left, right)
         except TMInterfaceError as exc:
-            self._handle_failure(exc)
+            self._handle_failure(exc, in_race=True)
             raise RolloutDiscarded(
                 f"rollout discarded: {exc.detail}", message_id=exc.message_id, expected=exc.expected
             ) from exc
@@ -529,6 +541,7 @@ __all__ = [
     "check_running_speed",
     "GameInstanceManager",
     "ManagerConfig",
+    "RACE_DISCARDED",
     "RolloutDiscarded",
     "StepResult",
 ]

@@ -139,11 +139,11 @@ class SubprocessGame:
     @property
     def pids(self) -> tuple[int, ...]:
         """Live processes of this launch that rulka follows: the game (once found) and the
-        launcher while it runs."""
+        launcher while it runs (once: a launch script that execs the game is the game)."""
         pids = []
         if self._game_running():
             pids.append(int(self.game_pid))  # type: ignore[arg-type]
-        if self.popen.poll() is None:
+        if self.popen.poll() is None and int(self.popen.pid) not in pids:
             pids.append(int(self.popen.pid))
         return tuple(pids)
 

@@ -1,10 +1,15 @@
 """Helpers of the stand-in tests: launch settings, a race driver, the trace replayed on the simulator backend."""
 from __future__ import annotations
 
+import csv
 import json
 import os
+import signal
 import socket
+import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +17,9 @@ import pytest
 
 from environments.trackmania.backend import CarState, TrackManiaBackend
 from environments.trackmania.sim.backend import SimBackend, SimOptions
+from environments.trackmania.tmi.processes import list_processes, process_cmdline, process_environ, process_info
 from environments.trackmania.tmi.settings import TMISettings
-from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT, StandinBuildError, host_binary
+from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT, REPO_ROOT, StandinBuildError, host_binary
 from environments.trackmania.tmi.standin.physics import restore_snapshot
 
 
@@ -153,3 +159,177 @@ def action_points(trace: list[dict], infos: list[dict]) -> list[tuple[dict, dict
         out.append((state, trace[k]))
         cursor = k + 1
     return out
+
+
+# ---------------------------------------------------------------------- training runs with stand-in games
+STANDIN_YAML = REPO_ROOT / "presets" / "trackmania_iqn_uni_standin.yaml"
+
+
+class StandinRun:
+    """``rulka -p trackmania_iqn_uni`` with the stand-in configuration as a child process, with a few
+    collectors whose games are stand-in games launched through ``launch.sh``; the faults tests poke at
+    its processes and read its log and ``races.csv``.
+
+    The games and their helpers are found by the trace path in their environment (``/proc``), so a test
+    only ever sees (and kills) processes of its own run. ``seen`` collects every pid the test met, so
+    that :meth:`assert_nothing_left` checks them all by pid at the end.
+
+    Args:
+        tmp_path: the test's folder (runs, log, traces).
+        collectors: collector processes (one game each).
+        overrides: extra ``-cp KEY=VALUE`` overrides.
+        environ: extra environment variables (e.g. ``TMI_BASE_PORT``).
+    """
+
+    def __init__(self, tmp_path: Path, collectors: int = 2, overrides: tuple[str, ...] = (),
+                 environ: dict[str, str] | None = None) -> None:
+        self.tmp_path = tmp_path
+        self.env = dict(os.environ)
+        self.env.update(standin_environ(tmp_path))
+        self.env.update({"TMI_LINUX_LAUNCH_SCRIPT": str(LAUNCH_SCRIPT), "TMI_ACCOUNT_NAME": "standin",
+                         "TMI_BASE_PORT": str(free_port_block(collectors)), "TMI_START_TIMEOUT_S": "60"})
+        self.env.update(environ or {})
+        self.base_port = int(self.env["TMI_BASE_PORT"])
+        self.args = ["-p", "trackmania_iqn_uni", "--config", str(STANDIN_YAML),
+                     "-cp", f"performance.gpu_collectors_count={collectors}", "-cp", "performance.running_speed=100",
+                     "-cp", "memory.memory_size_schedule=[[0, [5000, 300]]]", "-cp", "training.batch_size=32",
+                     # one update per 32 transitions instead of 32: the learner of a shared 2-core machine keeps
+                     # up with games at speed 100, so collectors never wait for it mid-race (a learner stall
+                     # longer than the in-race timeout is tested on its own)
+                     "-cp", "memory.number_times_single_memory_is_used_before_discard=1",
+                     *[a for o in overrides for a in ("-cp", o)],
+                     "--experiments-dir", str(tmp_path / "runs"), "-e", "faults", "--max-steps", "1000000",
+                     "--no-progress", "--seed", "1"]
+        self.run_dir = tmp_path / "runs" / "faults"
+        self.log = tmp_path / "run.log"
+        self.seen: set[int] = set()
+        self.process: subprocess.Popen | None = None
+
+    # ---------------------------------------------------------------- processes
+    def start(self) -> "StandinRun":
+        with self.log.open("w") as out:
+            self.process = subprocess.Popen([str(Path(sys.executable).with_name("rulka")), *self.args], cwd=REPO_ROOT,
+                                            env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        self.seen.add(self.process.pid)
+        return self
+
+    def ours(self) -> dict[int, int]:
+        """pid -> port of every process of this run's stand-in games (a game and its helpers)."""
+        found = {}
+        for pid in (info.pid for info in list_processes()):
+            env = process_environ(pid) or {}
+            if str(self.tmp_path) in env.get("RULKA_STANDIN_TRACE", "") and "RULKA_TMI_PORT" in env:
+                found[pid] = int(env["RULKA_TMI_PORT"])
+        return found
+
+    def games(self) -> dict[int, int]:
+        """pid -> port of the game processes themselves (named TmForever, as the real game)."""
+        games = {pid: port for pid, port in self.ours().items()
+                 if (info := process_info(pid)) is not None and info.name.startswith("TmForever")}
+        self.seen |= set(games)
+        return games
+
+    def game_on(self, port: int) -> int | None:
+        return next((pid for pid, p in self.games().items() if p == port), None)
+
+    def note_all(self) -> None:
+        """Remember every process of the run now (learner's children, games and helpers)."""
+        assert self.process is not None
+        self.seen |= set(self.ours()) | {p.pid for p in list_processes() if p.ppid == self.process.pid}
+
+    # ---------------------------------------------------------------- what the run did
+    def races(self) -> list[dict[str, str]]:
+        path = self.run_dir / "races.csv"
+        return list(csv.DictReader(path.open())) if path.is_file() else []
+
+    def races_of(self, port: int) -> list[dict[str, str]]:
+        instance = str(port - self.base_port)
+        return [r for r in self.races() if r["instance"] == instance]
+
+    def races_started(self, port: int) -> int:
+        """Races the games on ``port`` started (from their traces: one frame at race time 10 ms per race,
+        the first action point's)."""
+        path = self.tmp_path / f"trace_{port}.jsonl"
+        if not path.is_file():
+            return 0
+        started = 0
+        for line in path.read_bytes().splitlines():
+            if b'"t": 10,' in line:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue  # the line being written
+                started += record["kind"] == "frame" and record["t"] == 10
+        return started
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait(self, condition: Callable[[], object], timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"the run exited ({self.process.returncode}) while waiting until {what}:\n"
+                                     f"{self.text()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout_s:.0f} s waiting until {what}:\n{self.text()[-3000:]}")
+            time.sleep(0.2)
+
+    def mid_race(self, port: int, min_race_ms: int = 300) -> bool:
+        """The game on ``port`` is racing now: its trace's last record is a frame or state at race time
+        >= ``min_race_ms`` of an unfinished race."""
+        path = self.tmp_path / f"trace_{port}.jsonl"
+        if not path.is_file():
+            return False
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - 65536))
+            lines = f.read().splitlines()
+        try:
+            last = json.loads(lines[-1])
+        except (IndexError, ValueError):
+            return False  # a line being written
+        return last["t"] >= min_race_ms and not last["finished"]
+
+    def wait_mid_race(self, port: int, timeout_s: float = 30.0) -> None:
+        self.wait(lambda: self.mid_race(port), timeout_s, f"the game on port {port} is mid-race")
+
+    # ---------------------------------------------------------------- the end
+    def stop(self) -> None:
+        """Ctrl-C (SIGINT reaches the learner; collectors ignore it): exit status 130, final checkpoint."""
+        assert self.process is not None and self.process.poll() is None, self.text()[-3000:]
+        self.note_all()
+        self.process.send_signal(signal.SIGINT)
+        assert self.process.wait(60) == 130, self.text()[-3000:]
+        assert "final checkpoint written" in self.text()
+
+    def kill_everything(self) -> None:
+        """On a failure: kill the run, its collectors and games, so that nothing is left either."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        children = [p.pid for p in list_processes() if p.ppid == self.process.pid]
+        for pid in [*self.ours(), *children]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        self.process.kill()
+        self.process.wait(10)
+
+    def assert_nothing_left(self) -> None:
+        """Every process the run had (by pid) is gone, no game of the run remains, no traceback."""
+        self.wait_gone(lambda: not [pid for pid in self.seen if process_info(pid) is not None] and not self.ours(),
+                       15, "no process of the run is left")
+        assert "Traceback" not in self.text(), self.text()[-3000:]
+
+    def wait_gone(self, condition: Callable[[], object], timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() > deadline:
+                left = {pid: process_cmdline(pid) for pid in self.seen if process_info(pid) is not None}
+                raise AssertionError(f"timed out waiting until {what} (left: {left}):\n{self.text()[-3000:]}")
+            time.sleep(0.2)
+
+
+def reaped(pid: int) -> bool:
+    """``pid`` is gone from the process table: dead and waited for (not even a zombie)."""
+    return not os.path.exists(f"/proc/{pid}")

@@ -113,3 +113,24 @@ def test_windows_process_listing_is_parsed():
     """The PowerShell query's lines ("pid parent name") parse into (pid, name, parent, 0)."""
     text = "4242 1000 TmForever.exe\r\n\r\nbad line\r\n17 4242 TmForever.exe\r\n"
     assert parse_windows_process_lines(text) == [(4242, "TmForever.exe", 1000, 0), (17, "TmForever.exe", 4242, 0)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_launch_script_that_execs_the_game_is_one_pid():
+    """A launch script that execs the game (as the stand-in's launch.sh does) is the game: its pid is
+    reported once, not as game and launcher (it appeared twice in the hung-game warning)."""
+    import subprocess
+
+    from environments.trackmania.tmi.launcher import LAUNCH_MARKER, SubprocessGame
+
+    popen = subprocess.Popen(["sleep", "30"], env=dict(os.environ, **{LAUNCH_MARKER: "exec-test"}))
+    try:
+        game = SubprocessGame(popen, 1, game_process_name="sleep", launch_id="exec-test")
+        deadline = time.monotonic() + 10
+        while game.game_pid is None and time.monotonic() < deadline:
+            game.is_alive()
+            time.sleep(0.05)
+        assert game.pids == (popen.pid,)
+    finally:
+        popen.kill()
+        popen.wait()
