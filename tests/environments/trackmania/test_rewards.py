@@ -179,3 +179,45 @@ def test_missed_gate_ends_race_makes_the_cut_off_a_loss_with_its_reward(monkeypa
     assert far.reason == "far_from_checkpoint_1_of_2"
     for end in (cut, far, EpisodeEnd(False, True, "race_time_limit"), EpisodeEnd(True, False, "finished")):
         assert rules.lose_at_missed_gate(end) == (end, 0.0)
+
+
+def _race_straight_at(monkeypatch, lateral: float, checkpoint_s: list[float], walls_moved_out_m: float = 0.0):
+    """Full throttle along a straight 300 m road (barriers 14 m from the line) ``lateral`` m left of
+    the line, through the environment; with ``walls_moved_out_m`` the simulator's walls stand that much
+    further out than the track's barriers. Returns the last step's info, terminated, truncated."""
+    import dataclasses
+
+    from environments.trackmania.actions import ACTION_FORWARD_IDX
+    from environments.trackmania.sim import backend as sim_backend
+    from tests.environments.trackmania.helpers import straight_track
+
+    if walls_moved_out_m:
+        real = sim_backend.sim_geometry
+        monkeypatch.setattr(sim_backend, "sim_geometry", lambda track: dataclasses.replace(
+            real(track), wall_distance=real(track).wall_distance + walls_moved_out_m))
+    track = straight_track(300.0)
+    track.checkpoint_s = list(checkpoint_s)
+    env = TrackManiaEnv(track=track, backend_options={"render": False})
+    env.reset(seed=0)
+    env.backend.car.reset(0, lateral, 0.0)
+    for _ in range(2000):
+        _, _, terminated, truncated, info = env.step(ACTION_FORWARD_IDX)
+        if terminated or truncated:
+            return info, terminated, truncated
+    raise AssertionError("the race did not end")
+
+
+def test_crossing_the_finish_2m_inside_the_barrier_finishes_the_race(monkeypatch):
+    """A car that crosses the finish 12 m off the line (on the run-off, 2 m inside the barrier)
+    finishes, as in the game, instead of ending at 'missed_finish_gate'."""
+    info, terminated, truncated = _race_straight_at(monkeypatch, 12.0, [])
+    assert terminated and not truncated and info["end_reason"] == "finished"
+
+
+@pytest.mark.parametrize("checkpoint_s, reason", [([], "missed_finish_gate"), ([150.0], "missed_checkpoint_1_of_1")],
+                         ids=["finish", "checkpoint"])
+def test_passing_beside_a_gate_outside_the_barriers_is_still_a_missed_gate(monkeypatch, checkpoint_s, reason):
+    """A car that passes beside a gate outside the barriers (16 m off the line, the walls moved out
+    of its way) has not crossed it: its race is cut off naming the missed gate."""
+    info, terminated, truncated = _race_straight_at(monkeypatch, 16.0, checkpoint_s, walls_moved_out_m=10.0)
+    assert truncated and not terminated and not info["finished"] and info["end_reason"] == reason
