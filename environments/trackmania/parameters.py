@@ -217,7 +217,8 @@ class TrackManiaEnvironmentParameters:
     """
     missed_gate_ends_race: bool = False
     """Count a race cut off at a missed gate (``missed_checkpoint_K_of_N``: the car went round a
-    checkpoint's gate; ``missed_finish_gate``) as lost: the last step is terminal, not a truncation,
+    checkpoint's gate; ``missed_finish_gate``; ``far_from_checkpoint_K_of_N``: it crossed the gate
+    too far from the checkpoint for the zone rule) as lost: the last step is terminal, not a truncation,
     and earns ``reward_on_missed_gate``. Off (as Linesight): the race is truncated at the
     no-progress cut-off and its last state's value is bootstrapped, so going round a gate costs only
     the progress reward of the seconds before the cut-off, and the agent can keep doing it.
