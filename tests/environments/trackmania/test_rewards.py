@@ -71,7 +71,8 @@ def test_race_held_at_a_checkpoint_names_it_instead_of_no_progress(monkeypatch, 
         real = sim_backend.sim_geometry
         monkeypatch.setattr(sim_backend, "sim_geometry",
                             lambda track: dataclasses.replace(real(track), gate_half_width=-1.0))
-    env = TrackManiaEnv(track="short", backend_options={"render": False})
+    env = TrackManiaEnv(params=TrackManiaEnvironmentParameters(missed_gate_ends_race=False), track="short",
+                        backend_options={"render": False})  # named, and truncated as Linesight
     paired = np.isfinite(env.zones.checkpoint_radius)
     env.zones.checkpoint_radius[paired] = 1e-3  # the driver passes near the line, never within 1 mm of it
     driver = BaselineDriver(env.track)
@@ -93,7 +94,8 @@ def test_race_past_the_line_end_off_the_gate_names_the_missed_gate(monkeypatch):
 
     real = sim_backend.sim_geometry
     monkeypatch.setattr(sim_backend, "sim_geometry", lambda track: dataclasses.replace(real(track), gate_half_width=-1.0))
-    env = TrackManiaEnv(track="short", backend_options={"render": False})
+    env = TrackManiaEnv(params=TrackManiaEnvironmentParameters(missed_gate_ends_race=False), track="short",
+                        backend_options={"render": False})  # named, and truncated as Linesight
     driver = BaselineDriver(env.track)
     _, info, _, terminated, truncated = _drive(env, lambda: driver.act(env.state))
     assert truncated and not terminated and not info["finished"]
@@ -221,9 +223,10 @@ def test_crossing_the_finish_2m_inside_the_barrier_finishes_the_race(monkeypatch
                          ids=["finish", "checkpoint"])
 def test_passing_beside_a_gate_outside_the_barriers_is_still_a_missed_gate(monkeypatch, checkpoint_s, reason):
     """A car that passes beside a gate outside the barriers (16 m off the line, the walls moved out
-    of its way) has not crossed it: its race is cut off naming the missed gate."""
+    of its way) has not crossed it: its race is cut off naming the missed gate, and lost (terminated,
+    ``missed_gate_ends_race`` is on by default)."""
     info, terminated, truncated = _race_straight_at(monkeypatch, 16.0, checkpoint_s, walls_moved_out_m=10.0)
-    assert truncated and not terminated and not info["finished"] and info["end_reason"] == reason
+    assert terminated and not truncated and not info["finished"] and info["end_reason"] == reason
 
 
 @pytest.mark.parametrize("ends", [False, True], ids=["truncated", "missed_gate_ends_race"])
