@@ -44,7 +44,8 @@ class EpisodeEnd:
     terminated: bool
     truncated: bool
     reason: str
-    #: The race was cut off after the car went round a gate (a checkpoint's or the finish's).
+    #: The race was cut off held at a gate its progress can never pass: the car went round a gate (a
+    #: checkpoint's or the finish's), or past a checkpoint too far from it for the zone rule.
     missed_gate: bool = False
 
 
@@ -84,7 +85,7 @@ class EpisodeEndRules:
             return end
         if held_at_checkpoint is not None and not reached_line_end:
             if checkpoints_passed >= held_at_checkpoint:
-                return EpisodeEnd(False, True, f"far_from_checkpoint_{held_at_checkpoint}_of_{n_checkpoints}")
+                return EpisodeEnd(False, True, f"far_from_checkpoint_{held_at_checkpoint}_of_{n_checkpoints}", True)
             return EpisodeEnd(False, True, f"missed_checkpoint_{held_at_checkpoint}_of_{n_checkpoints}", True)
         if not reached_line_end:
             return end
@@ -93,9 +94,12 @@ class EpisodeEndRules:
         return EpisodeEnd(False, True, "missed_finish_gate", True)
 
     def lose_at_missed_gate(self, end: EpisodeEnd) -> tuple[EpisodeEnd, float]:
-        """With ``missed_gate_ends_race``, a race cut off at a missed gate (``end.missed_gate``, set by
-        :meth:`explain_unfinished`) is lost: terminated, with ``reward_on_missed_gate`` added to its
-        last step's reward (returned). Any other end is returned unchanged, with 0."""
+        """With ``missed_gate_ends_race``, a race cut off at a missed gate or held far from a checkpoint
+        (``end.missed_gate``, set by :meth:`explain_unfinished`: ``missed_checkpoint_K_of_N``,
+        ``missed_finish_gate``, ``far_from_checkpoint_K_of_N``) is lost: terminated, with
+        ``reward_on_missed_gate`` added to its last step's reward (returned). Any other end is
+        returned unchanged, with 0. (The simulator's gates span the road up to the walls, so there a
+        fast line against the outer wall passes the gate but ends held far from the checkpoint.)"""
         if self.missed_gate_reward is None or not end.missed_gate:
             return end, 0.0
         return EpisodeEnd(True, False, end.reason, True), self.missed_gate_reward

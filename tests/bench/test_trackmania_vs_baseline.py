@@ -74,3 +74,22 @@ def test_summarize_a_builtin_track_run(tmp_path, monkeypatch, capsys):
     bench.main()
     assert raced == ["short"]
     assert "| short | 0 |" in capsys.readouterr().out
+
+
+def test_summarize_prints_how_the_second_half_races_ended(tmp_path, monkeypatch, capsys):
+    """Under the table, the races after the budget's midpoint (--minutes 1: after 30 s) and the share
+    of them at a missed gate, the measure of issue 23's goal (under 20 %)."""
+    run = _run_folder(tmp_path / "short_seed0", "short", "short")
+    with (run / "races.csv").open("a") as f:
+        f.write("40.0,1900,short,1,0,9.00,0.6000,-1.000,missed_finish_gate,0\n"
+                "50.0,2400,short,1,0,9.00,0.5000,-1.000,far_from_checkpoint_2_of_2,0\n"
+                "55.0,2900,short,1,1,19.00,1.0000,4.000,finished,0\n"
+                "58.0,3400,short,1,0,9.00,0.4000,-1.000,missed_checkpoint_1_of_2,0\n")
+    bench = _module()
+    monkeypatch.setattr(bench, "references", lambda track: bench.References(21.0, 19.0, "t"))
+    monkeypatch.setattr(bench, "plot", lambda *args: None)
+    monkeypatch.setattr(sys, "argv", ["trackmania_vs_baseline.py", "--summarize", str(run), "--minutes", "1"])
+    bench.main()
+    assert ("after minute 0.5: 4 races, 50 % at a missed gate, 25 % held far from a checkpoint, 25 % finished "
+            "(missed_finish_gate 1, far_from_checkpoint_2_of_2 1, finished 1, missed_checkpoint_1_of_2 1)"
+            in capsys.readouterr().out)

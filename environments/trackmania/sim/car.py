@@ -373,7 +373,7 @@ class CarPhysics:
 
         # --- race clock, checkpoints, finish
         self.time_ms += int(round(dt * 1000))
-        # a gate counts when the car crosses its line on the road (within the gate's half-width)
+        # a gate counts when the car crosses its line between the barriers (within the gate's half-width)
         cps = g.checkpoint_s
         in_gate = -g.gate_half_width <= self.lat <= g.gate_half_width
         if in_gate and self.next_checkpoint < len(cps) and s_before < cps[self.next_checkpoint] <= self.s:

@@ -7,13 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from environments.trackmania.track import Track
-from environments.trackmania.zones import REAL_CHECKPOINT_RADIUS_M
 
-#: Checkpoint and finish gates span the road and its run-off up to this far from the line: just under
-#: the zone tracker's 12 m real-checkpoint radius, so the race counts a gate exactly when zone tracking
-#: lets progress pass it (a narrower gate let cars earn progress past a gate that did not count, and
-#: reach the end of the line without finishing), m.
-GATE_MAX_HALF_WIDTH_M = REAL_CHECKPOINT_RADIUS_M - 0.5
 #: Half-window of the road-height smoothing, points (~3 m): recorded lines are quantised to 0.1 m,
 #: which would otherwise make the car hop at every step.
 _HEIGHT_SMOOTHING_HALF_WINDOW = 6
@@ -24,7 +18,11 @@ _SLOPE_HALF_WINDOW = 5
 @dataclass
 class SimTrackGeometry:
     """Raw-line geometry as lists (fast scalar indexing): positions, horizontal tangent / left normal,
-    arc length (m), slope dy/ds (dimensionless), plus the road half-width and wall distance (m)."""
+    arc length (m), slope dy/ds (dimensionless), plus the road half-width and wall distance (m).
+
+    ``gate_half_width``: a checkpoint or finish gate counts a car that crosses it at most this far
+    from the line, m: the road and its run-off up to the walls, as a checkpoint or finish block of the
+    game triggers across its whole width between the barriers."""
 
     x: list[float]
     y: list[float]
@@ -78,7 +76,7 @@ def sim_geometry(track: Track) -> SimTrackGeometry:
         s=s.tolist(), slope=slope.tolist(), n=n, mean_spacing=float(s[-1] / (n - 1)),
         half_width=0.5 * track.road_width, wall_distance=0.5 * track.road_width + track.runoff_width,
         finish_s=float(s[-1]), checkpoint_s=sorted(float(c) for c in track.checkpoint_s),
-        gate_half_width=min(0.5 * track.road_width + track.runoff_width, GATE_MAX_HALF_WIDTH_M),
+        gate_half_width=0.5 * track.road_width + track.runoff_width,
     )
     _CACHE[track] = geo
     return geo

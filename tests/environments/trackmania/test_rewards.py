@@ -71,7 +71,8 @@ def test_race_held_at_a_checkpoint_names_it_instead_of_no_progress(monkeypatch, 
         real = sim_backend.sim_geometry
         monkeypatch.setattr(sim_backend, "sim_geometry",
                             lambda track: dataclasses.replace(real(track), gate_half_width=-1.0))
-    env = TrackManiaEnv(track="short", backend_options={"render": False})
+    env = TrackManiaEnv(params=TrackManiaEnvironmentParameters(missed_gate_ends_race=False), track="short",
+                        backend_options={"render": False})  # named, and truncated as Linesight
     paired = np.isfinite(env.zones.checkpoint_radius)
     env.zones.checkpoint_radius[paired] = 1e-3  # the driver passes near the line, never within 1 mm of it
     driver = BaselineDriver(env.track)
@@ -93,7 +94,8 @@ def test_race_past_the_line_end_off_the_gate_names_the_missed_gate(monkeypatch):
 
     real = sim_backend.sim_geometry
     monkeypatch.setattr(sim_backend, "sim_geometry", lambda track: dataclasses.replace(real(track), gate_half_width=-1.0))
-    env = TrackManiaEnv(track="short", backend_options={"render": False})
+    env = TrackManiaEnv(params=TrackManiaEnvironmentParameters(missed_gate_ends_race=False), track="short",
+                        backend_options={"render": False})  # named, and truncated as Linesight
     driver = BaselineDriver(env.track)
     _, info, _, terminated, truncated = _drive(env, lambda: driver.act(env.state))
     assert truncated and not terminated and not info["finished"]
@@ -149,10 +151,11 @@ def test_random_policy_is_cut_off_by_the_no_progress_rule():
 
 
 def test_missed_gate_ends_race_makes_the_cut_off_a_loss_with_its_reward(monkeypatch):
-    """With ``missed_gate_ends_race`` a race cut off at a missed gate is lost: the same race (every
+    """With ``missed_gate_ends_race`` a race cut off at a missed gate (or held far from a checkpoint) is
+    lost: the same race (every
     gate unreachable) ends at the same step with the same name, but terminated instead of truncated,
     and its last reward is lower by exactly ``reward_on_missed_gate``; the steps before are unchanged.
-    Off (the default, as Linesight) it stays a truncation. Other cut-offs are never made terminal."""
+    Off (as Linesight) it stays a truncation. Other cut-offs are never made terminal."""
     import dataclasses
 
     from environments.trackmania.rewards import EpisodeEnd, EpisodeEndRules
@@ -177,5 +180,63 @@ def test_missed_gate_ends_race_makes_the_cut_off_a_loss_with_its_reward(monkeypa
     assert rules.lose_at_missed_gate(at_finish) == (EpisodeEnd(True, False, "missed_finish_gate", True), -8.4)
     far = EpisodeEndRules.explain_unfinished(cut, False, 1, 2, held_at_checkpoint=1)
     assert far.reason == "far_from_checkpoint_1_of_2"
-    for end in (cut, far, EpisodeEnd(False, True, "race_time_limit"), EpisodeEnd(True, False, "finished")):
+    assert rules.lose_at_missed_gate(far) == (EpisodeEnd(True, False, "far_from_checkpoint_1_of_2", True), -8.4)
+    for end in (cut, EpisodeEnd(False, True, "race_time_limit"), EpisodeEnd(True, False, "finished")):
         assert rules.lose_at_missed_gate(end) == (end, 0.0)
+
+
+def _race_straight_at(monkeypatch, lateral: float, checkpoint_s: list[float], walls_moved_out_m: float = 0.0,
+                      params: TrackManiaEnvironmentParameters | None = None):
+    """Full throttle along a straight 300 m road (barriers 14 m from the line) ``lateral`` m left of
+    the line, through the environment; with ``walls_moved_out_m`` the simulator's walls stand that much
+    further out than the track's barriers. Returns the last step's info, terminated, truncated."""
+    import dataclasses
+
+    from environments.trackmania.actions import ACTION_FORWARD_IDX
+    from environments.trackmania.sim import backend as sim_backend
+    from tests.environments.trackmania.helpers import straight_track
+
+    if walls_moved_out_m:
+        real = sim_backend.sim_geometry
+        monkeypatch.setattr(sim_backend, "sim_geometry", lambda track: dataclasses.replace(
+            real(track), wall_distance=real(track).wall_distance + walls_moved_out_m))
+    track = straight_track(300.0)
+    track.checkpoint_s = list(checkpoint_s)
+    env = TrackManiaEnv(params=params, track=track, backend_options={"render": False})
+    env.reset(seed=0)
+    env.backend.car.reset(0, lateral, 0.0)
+    for _ in range(2000):
+        _, _, terminated, truncated, info = env.step(ACTION_FORWARD_IDX)
+        if terminated or truncated:
+            return info, terminated, truncated
+    raise AssertionError("the race did not end")
+
+
+def test_crossing_the_finish_2m_inside_the_barrier_finishes_the_race(monkeypatch):
+    """A car that crosses the finish 12 m off the line (on the run-off, 2 m inside the barrier)
+    finishes, as in the game, instead of ending at 'missed_finish_gate'."""
+    info, terminated, truncated = _race_straight_at(monkeypatch, 12.0, [])
+    assert terminated and not truncated and info["end_reason"] == "finished"
+
+
+@pytest.mark.parametrize("checkpoint_s, reason", [([], "missed_finish_gate"), ([150.0], "missed_checkpoint_1_of_1")],
+                         ids=["finish", "checkpoint"])
+def test_passing_beside_a_gate_outside_the_barriers_is_still_a_missed_gate(monkeypatch, checkpoint_s, reason):
+    """A car that passes beside a gate outside the barriers (16 m off the line, the walls moved out
+    of its way) has not crossed it: its race is cut off naming the missed gate, and lost (terminated,
+    ``missed_gate_ends_race`` is on by default)."""
+    info, terminated, truncated = _race_straight_at(monkeypatch, 16.0, checkpoint_s, walls_moved_out_m=10.0)
+    assert terminated and not truncated and not info["finished"] and info["end_reason"] == reason
+
+
+@pytest.mark.parametrize("ends", [False, True], ids=["truncated", "missed_gate_ends_race"])
+def test_a_line_against_the_wall_past_a_checkpoint_counts_it_but_is_held_by_the_zone_rule(monkeypatch, ends):
+    """12.8 m off the line (against the wall, the agent's fastest line in tight corners) the car
+    crosses the checkpoint's gate, which counts, but passes more than the zone rule's 12 m from the
+    checkpoint, so its progress is held there: 'far_from_checkpoint_1_of_1', truncated, or lost
+    (terminated) with ``missed_gate_ends_race``."""
+    params = TrackManiaEnvironmentParameters(missed_gate_ends_race=ends)
+    info, terminated, truncated = _race_straight_at(monkeypatch, 12.8, [150.0], params=params)
+    assert len(info["checkpoint_times_ms"]) == 1
+    assert info["end_reason"] == "far_from_checkpoint_1_of_1" and not info["finished"]
+    assert (terminated, truncated) == ((True, False) if ends else (False, True))

@@ -1,9 +1,11 @@
 """Simulator physics: speeds, gears, surfaces, brakes and reverse, turbo, walls, elevation and flight."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
+import pytest
 
 from environments.trackmania.backend import SURFACE_ASPHALT, SURFACE_DIRT, SURFACE_GRASS, SURFACE_OTHER, SURFACE_TURBO
 from environments.trackmania.sim.car import GEARBOX_SHIFT_UP, CarPhysics
@@ -145,14 +147,55 @@ def test_elevation_follows_the_road_and_a_crest_launches_the_car():
     assert flew and landed
 
 
-def test_gates_count_wherever_zone_tracking_lets_progress_pass():
-    """Checkpoint and finish gates reach (almost) the tracker's 12 m checkpoint radius or the walls,
-    so a car that earns progress past a checkpoint has also counted it and can finish."""
-    from environments.trackmania.sim.geometry import sim_geometry
+def _gate_track() -> Track:
+    """A straight 400 m road (16 m wide, 6 m of run-off each side: barriers 14 m from the line), one
+    checkpoint gate at 150 m and the finish at 400 m."""
+    track = straight_track(400.0)
+    track.checkpoint_s = [150.0]
+    return track
+
+
+def _drive_straight_across_the_gates(lateral: float, walls_moved_out_m: float = 0.0) -> CarPhysics:
+    """Full throttle straight along the line, ``lateral`` m left of it, past both gates; with
+    ``walls_moved_out_m`` the walls stand that much further out than the track's barriers."""
+    track = _gate_track()
+    geo = sim_geometry(track)
+    if walls_moved_out_m:
+        geo = dataclasses.replace(geo, wall_distance=geo.wall_distance + walls_moved_out_m)
+    car = CarPhysics(track, geo)
+    car.reset(0, lateral, 0.0)
+    car.run(True, False, 0, 2500)
+    assert car.s > track.length_m and abs(car.lat - lateral) < 0.5  # it drove past the finish, on its line
+    return car
+
+
+@pytest.mark.parametrize("lateral", [0.0, 12.0, -12.0], ids=["on_the_line", "2m_inside_left_barrier",
+                                                             "2m_inside_right_barrier"])
+def test_gates_trigger_across_the_whole_width_between_the_barriers(lateral):
+    """As a checkpoint or finish block of the game, a gate counts a car that crosses it anywhere
+    between the barriers: 2 m inside them (12 m off the line, on the run-off) the checkpoint and the
+    finish count. (The gates reached only 11.5 m from the line: the agent's fastest lines, against
+    the outer wall, went round them and most races ended at a missed gate.)"""
+    car = _drive_straight_across_the_gates(lateral)
+    assert len(car.checkpoint_times_ms) == 1 and car.next_checkpoint == 1
+    assert car.finished
+
+
+def test_gates_do_not_count_a_car_outside_the_barriers():
+    """A car that passes beside the gates outside the barriers (the walls moved out of its way)
+    counts neither the checkpoint nor the finish; inside them it still counts both."""
+    outside = _drive_straight_across_the_gates(16.0, walls_moved_out_m=10.0)
+    assert outside.checkpoint_times_ms == [] and not outside.finished
+    inside = _drive_straight_across_the_gates(12.0, walls_moved_out_m=10.0)
+    assert len(inside.checkpoint_times_ms) == 1 and inside.finished
+
+
+def test_every_builtin_track_gate_spans_road_and_run_off():
+    """On every built-in track the gates span the road and its run-off up to the walls, so no line
+    the car can drive passes beside a gate."""
     from environments.trackmania.tracks import BUILTIN_TRACK_NAMES, get_track
-    from environments.trackmania.zones import REAL_CHECKPOINT_RADIUS_M
 
     for name in BUILTIN_TRACK_NAMES:
         track = get_track(name)
         geo = sim_geometry(track)
-        assert geo.gate_half_width >= min(geo.wall_distance, REAL_CHECKPOINT_RADIUS_M - 0.5), name
+        assert geo.gate_half_width == 0.5 * track.road_width + track.runoff_width == geo.wall_distance, name
