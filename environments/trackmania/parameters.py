@@ -215,14 +215,13 @@ class TrackManiaEnvironmentParameters:
 
     Unit: m | Range: 10-50 | Section: rewards | See: environment.shaped_reward_dist_to_cur_vcp
     """
-    missed_gate_ends_race: bool = True
+    missed_gate_ends_race: bool = False
     """Count a race cut off at a missed gate (``missed_checkpoint_K_of_N``: the car went round a
     checkpoint's gate; ``missed_finish_gate``; ``far_from_checkpoint_K_of_N``: it crossed the gate
     too far from the checkpoint for the zone rule) as lost: the last step is terminal, not a truncation,
     and earns ``reward_on_missed_gate``. Off (as Linesight): the race is truncated at the
     no-progress cut-off and its last state's value is bootstrapped, so going round a gate costs only
-    the progress reward of the seconds before the cut-off, and the agent can keep doing it (on by
-    default since issue 23: fewer races held at a gate, bench/trackmania_vs_baseline.py).
+    the progress reward of the seconds before the cut-off, and the agent can keep doing it.
 
     Unit: on/off | Range: False, True | Section: rewards | See: environment.reward_on_missed_gate, environment.cutoff_rollout_if_no_vcp_passed_within_duration_ms
     """

@@ -155,7 +155,7 @@ def test_missed_gate_ends_race_makes_the_cut_off_a_loss_with_its_reward(monkeypa
     lost: the same race (every
     gate unreachable) ends at the same step with the same name, but terminated instead of truncated,
     and its last reward is lower by exactly ``reward_on_missed_gate``; the steps before are unchanged.
-    Off (as Linesight) it stays a truncation. Other cut-offs are never made terminal."""
+    Off (the default, as Linesight) it stays a truncation. Other cut-offs are never made terminal."""
     import dataclasses
 
     from environments.trackmania.rewards import EpisodeEnd, EpisodeEndRules
