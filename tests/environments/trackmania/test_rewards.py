@@ -223,10 +223,10 @@ def test_crossing_the_finish_2m_inside_the_barrier_finishes_the_race(monkeypatch
                          ids=["finish", "checkpoint"])
 def test_passing_beside_a_gate_outside_the_barriers_is_still_a_missed_gate(monkeypatch, checkpoint_s, reason):
     """A car that passes beside a gate outside the barriers (16 m off the line, the walls moved out
-    of its way) has not crossed it: its race is cut off naming the missed gate, and lost (terminated,
-    ``missed_gate_ends_race`` is on by default)."""
+    of its way) has not crossed it: its race is cut off naming the missed gate (truncated, as Linesight,
+    with ``missed_gate_ends_race`` off by default)."""
     info, terminated, truncated = _race_straight_at(monkeypatch, 16.0, checkpoint_s, walls_moved_out_m=10.0)
-    assert terminated and not truncated and not info["finished"] and info["end_reason"] == reason
+    assert truncated and not terminated and not info["finished"] and info["end_reason"] == reason
 
 
 @pytest.mark.parametrize("ends", [False, True], ids=["truncated", "missed_gate_ends_race"])
