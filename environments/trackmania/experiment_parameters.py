@@ -6,6 +6,7 @@ parameters, which own them (the environment computes rewards and frames).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -20,6 +21,7 @@ from rulka.parameters import (ExperimentConfig, MemoryParameters, NeuralNetworkP
                               TrainingParameters)
 from rulka.rules import (BOOL, NON_EMPTY_STR, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT, STR, Rule, optional,
                          param)
+from rulka.validation import config_problems
 
 #: The map cycle's list itself; each entry's fields have their own rules, and the configuration checks
 #: that at least one entry races and, for the simulator, that every track is known.
@@ -170,6 +172,8 @@ class TrackManiaExperimentConfig(ExperimentConfig):
         environment, entries = self.environment, getattr(self.map_cycle, "entries", None)
         if not isinstance(environment, TrackManiaEnvironmentParameters) or not isinstance(entries, list):
             return []
+        if dataclasses.is_dataclass(self.map_cycle) and config_problems(self.map_cycle, "map_cycle"):
+            return []  # an entry's own field is wrong (already reported): its tracks cannot be looked up
         if not any(getattr(e, "repeat", 0) > 0 for e in entries):
             return ["map_cycle.entries: must hold at least one entry with repeat >= 1 (a map to race on)"]
         problems = []
