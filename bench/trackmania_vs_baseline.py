@@ -13,7 +13,7 @@ driver's (below 1: the agent beats it). Each run folder keeps its ``races.csv`` 
 ``--summarize`` prints the table again from run folders already trained (their track from the run's
 ``config_snapshot.yaml``, their seed from the folder's name), without training.
 ``--init-from`` (a run folder, checkpoint or export) starts every row's networks from trained weights,
-as ``rulka --init-from`` does (the transfer bench of the README: ``short`` for 15 minutes, then
+as ``rulka --init-from`` does (the transfer bench of docs/benchmarks.md: ``short`` for 15 minutes, then
 ``medium`` from scratch and from the ``short`` run); the table's ``init from`` column names the source.
 Goal (issue 11): on ``short`` a ratio <= 0.97 within 30 minutes in 3 of 3 seeds on 2 CPU cores;
 every other track finished within 30 minutes.
@@ -24,6 +24,7 @@ import argparse
 import csv
 import math
 import re
+import sys
 import tempfile
 import threading
 from collections import Counter
@@ -31,6 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from race_curves import PlottingUnavailable, plot_races, require_matplotlib  # noqa: E402
 
 from environments.trackmania.baseline import run_baseline, tune_baseline
 from rulka.config import apply_overrides
@@ -41,43 +45,13 @@ DEFAULT_ROWS = "short:0,short:1,short:2,medium:0,technical:0,procedural:1:0,proc
 
 
 def plot(rows: list[dict], baseline_s: float, png: Path) -> None:
-    """Two panels against wall time: the progress of every race (top) and the race time of finished
-    races next to the tuned baseline driver's (bottom). Blue: greedy races; green: exploring races."""
-    from PIL import Image, ImageDraw
-
-    width, panel, margin = 900, 230, 55
-    image = Image.new("RGB", (width, 2 * panel + 2 * margin), "white")
-    draw = ImageDraw.Draw(image)
-    t_max = max(float(r["wall_time_s"]) for r in rows) or 1.0
-    times = [float(r["race_time_s"]) for r in rows if r["finished"] == "1"] + [baseline_s]
-    y_max = max(times) * 1.15
-
-    def xy(t: float, fraction: float, top: int) -> tuple[float, float]:
-        return margin + (width - 2 * margin) * t / t_max, top + panel * (1 - fraction)
-
-    tops = (margin // 2 + 10, margin // 2 + panel + margin)
-    for top, title in zip(tops, ("progress along the track (1 = finish line) of each race",
-                                 "race time of finished races, s (red: tuned classical driver)")):
-        draw.rectangle([margin, top, width - margin, top + panel], outline="black")
-        draw.text((margin, top - 14), title + "   blue: greedy, green: exploring", fill="black")
-    draw.text((4, tops[0]), "1.0", fill="black")
-    draw.text((4, tops[0] + panel - 10), "0", fill="black")
-    draw.text((4, tops[1]), f"{y_max:.0f} s", fill="black")
-    draw.text((4, tops[1] + panel - 10), "0 s", fill="black")
-    y_base = xy(0, baseline_s / y_max, tops[1])[1]
-    draw.line([margin, y_base, width - margin, y_base], fill="red")
-    draw.text((width - margin - 150, y_base - 13), f"tuned driver {baseline_s:.2f} s", fill="red")
-    for r in rows:
-        t = float(r["wall_time_s"])
-        color = (30, 60, 220) if r["exploration"] == "0" else (40, 170, 60)
-        x, y = xy(t, min(max(float(r["progress_fraction"]), 0.0), 1.0), tops[0])
-        draw.ellipse([x - 1.5, y - 1.5, x + 1.5, y + 1.5], fill=color)
-        if r["finished"] == "1":
-            x, y = xy(t, float(r["race_time_s"]) / y_max, tops[1])
-            draw.ellipse([x - 2.5, y - 2.5, x + 2.5, y + 2.5], fill=color)
-    draw.text((margin, tops[1] + panel + 6), f"wall time 0 .. {t_max / 60:.1f} min (rulka -p trackmania_iqn_sim, "
-              "2 CPU cores, no GPU)", fill="black")
-    image.save(png)
+    """The run's training curves (bench/race_curves.py, matplotlib): the progress of every race and the
+    race time of finished races next to the tuned baseline driver's, against wall time. Without
+    matplotlib (``--summarize`` does not need it) the curve is left out and stderr says why."""
+    try:
+        plot_races(rows, baseline_s, png)
+    except PlottingUnavailable as error:
+        print(f"{png} not drawn: {error}", file=sys.stderr)
 
 
 def parse_rows(spec: str) -> list[tuple[str, int]]:
@@ -240,6 +214,10 @@ def main() -> None:
         print_table([table_row(run.map_name, run.seed, args.minutes, refs_of(run.track), run.path) for run in runs])
         return
     plan = parse_rows(args.rows)
+    try:
+        require_matplotlib()  # each run draws its curve.png: refused before minutes of training
+    except PlottingUnavailable as error:
+        raise SystemExit(str(error)) from None
     out = Path(args.out or tempfile.mkdtemp(prefix="rulka_bench_"))
     table = []
     for track, seed in plan:
