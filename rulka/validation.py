@@ -48,6 +48,22 @@ def register_field_rules(rules: Mapping[str, Any]) -> None:
         f"POSITIVE_INT, ...); the rules given were for {', '.join(sorted(rules)) or 'no field'}")
 
 
+#: Names this module held before rules moved beside their fields, and where they are now.
+_MOVED = {**{name: name for name in ("Rule", "int_at_least", "POSITIVE_INT", "NON_NEGATIVE_INT", "POSITIVE_EVEN_INT",
+                                     "BOOL", "NON_EMPTY_STR", "STR", "ANY", "number", "FINITE", "POSITIVE",
+                                     "NON_NEGATIVE", "PROBABILITY", "choice", "optional", "list_of", "schedule_of",
+                                     "CAPACITY_PAIR")},
+          "rule_for": "field_rule"}
+
+
+def __getattr__(name: str) -> Any:
+    """A clear ImportError, with the new import, for a rule name that moved to :mod:`rulka.rules`."""
+    if name in _MOVED:
+        raise ImportError(f"rulka.validation.{name} moved to rulka.rules: from rulka.rules import {_MOVED[name]} "
+                          f"(declare a field's rule beside it: `name: type = param(default, RULE)`)")
+    raise AttributeError(f"module 'rulka.validation' has no attribute {name!r}")
+
+
 # ---------------------------------------------------------------------------------------------
 # Walking a configuration
 # ---------------------------------------------------------------------------------------------

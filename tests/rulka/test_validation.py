@@ -184,3 +184,12 @@ def test_register_config_check_still_adds_a_whole_config_check(monkeypatch):
     assert config_problems(config) == [
         "training.batch_size: must be a positive int, got 0",
         "memory.memory_size_schedule.points[0]: capacity 8 must exceed training.n_steps + 1 = 11"]
+
+
+def test_a_rule_imported_from_its_old_module_says_where_it_went():
+    """``from rulka.validation import POSITIVE_INT`` (a preset written before rules moved beside their
+    fields) fails with the import to write instead of a bare 'cannot import name'."""
+    with pytest.raises(ImportError, match=r"from rulka.rules import POSITIVE_INT"):
+        from rulka.validation import POSITIVE_INT  # noqa: F401
+    with pytest.raises(ImportError, match=r"from rulka.rules import field_rule"):
+        from rulka.validation import rule_for  # noqa: F401
