@@ -19,12 +19,9 @@ from typing import Any, Union
 import yaml
 
 from rulka.schedules import Schedule, ScheduleError
+from rulka.validation import ConfigError, validate_config  # ConfigError is the loader's error too: import it from either
 
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
-
-
-class ConfigError(ValueError):
-    """A configuration value or key that cannot be used; the message says where and why."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,8 +221,6 @@ def parse_override(text: str) -> dict[str, Any]:
 def apply_overrides(config: Any, yaml_files: list[str] = (), overrides: list[str] = ()) -> Any:
     """Apply YAML files then ``-cp`` overrides, in order, to a copy of ``config``; then check every
     value's range (:func:`rulka.validation.validate_config`), the preset's own values included."""
-    from rulka.validation import validate_config  # rulka.validation imports this module
-
     for path in yaml_files:
         config = apply_dict(config, load_yaml_file(path))
     for text in overrides:

@@ -13,7 +13,8 @@ The text before the tag line is the meaning (trade-offs included). The tag line 
 holds ``Tag: value`` parts separated by `` | ``:
 
 * ``Unit``: the unit of the value (``ms``, ``transitions``, ``none`` for a ratio or a count-free factor);
-* ``Range``: the typical range, as advice (the valid range comes from :mod:`rulka.validation`);
+* ``Range``: the typical range, as advice (the valid range is the rule declared with the field,
+  ``param(default, RULE)``, see :mod:`rulka.rules`);
 * ``See``: the keys (``section.key``) this parameter interacts with;
 * ``Section``: the YAML section of the configuration guide that also holds this key, when the
   config class routes that section here (``yaml_routes``; e.g. ``rewards`` for TrackMania's rewards).
@@ -38,6 +39,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Iterator, Union
 
+from rulka.rules import field_rule
 from rulka.schedules import Schedule
 
 TAGS = ("Unit", "Range", "See", "Section")
@@ -229,9 +231,8 @@ def _field_row(owner: type, f: dataclasses.Field, value: Any, key: str, routes: 
 
 
 def _valid(owner: type, name: str) -> str:
-    from rulka.validation import rule_for  # rulka.validation imports rulka.config, which is fine here
-
-    rule = rule_for(owner, name)
+    """The *valid* range: the requirement of the rule declared beside the field (:mod:`rulka.rules`)."""
+    rule = field_rule(owner, name)
     return rule.requirement if rule is not None else ""
 
 

@@ -1,5 +1,7 @@
-"""Dependencies point down: the core (rulka/) and agents/ know no environment."""
+"""Dependencies point down: the core (rulka/) and agents/ know no environment, and no module imports
+itself through others."""
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,3 +25,172 @@ def test_package_does_not_import_trackmania(package):
     offenders = {str(path.relative_to(ROOT)): sorted(n for n in _imports(path) if n.startswith("environments.trackmania"))
                  for path in (ROOT / package).rglob("*.py")}
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+# ---------------------------------------------------------------------------------------------
+# Import cycles
+# ---------------------------------------------------------------------------------------------
+
+#: The project's own code: every module of these folders is a node of the import graph.
+PROJECT_FOLDERS = ("rulka", "agents", "memories", "filters", "exploration_policies", "environments", "presets",
+                   "bench", "scripts")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_edges(path: Path, modules: dict[str, Path]) -> list[tuple[str, int]]:
+    """``(imported project module, line)`` for every import statement of ``path``: at the top, in a
+    function or a class, in a try block, relative (``from .x import y``) or absolute; a bench or
+    scripts file's ``import sibling`` (run as a script, its folder is on sys.path) is its sibling.
+    ``from package import name`` imports the submodule ``package.name`` when there is one, else the
+    package. Imports under ``if TYPE_CHECKING:`` count too: they do not run, but a type-only import
+    that points up still ties the lower module to the higher one (renaming or moving it breaks the
+    lower one, and a reader must know both); a lower module names what it needs with a ``Protocol``
+    of its own (``environments.trackmania.layout.LayoutSettings``). Not counted:
+    ``importlib.import_module`` strings (presets, plugins), decided at run time."""
+    name = _module_name(path)
+    is_package = path.name == "__init__.py"
+    folder_is_package = (path.parent / "__init__.py").is_file()
+    package = name.split(".") if is_package else name.split(".")[:-1]
+
+    def resolve(target: str) -> str | None:
+        if target in modules:
+            return target
+        sibling = ".".join([*package, target])
+        return sibling if not folder_is_package and sibling in modules else None
+
+    edges: list[tuple[str, int]] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                edges.extend((resolve(alias.name), child.lineno) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package[:len(package) - (child.level - 1)]
+                    module = ".".join([*base, *([child.module] if child.module else [])])
+                else:
+                    module = child.module
+                for alias in child.names:
+                    submodule = resolve(f"{module}.{alias.name}")
+                    edges.append((submodule or resolve(module), child.lineno))
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return [(target, line) for target, line in edges if target is not None and target != name]
+
+
+def _import_graph() -> tuple[dict[str, Path], dict[str, dict[str, int]]]:
+    """The project's modules and, for each, the project modules it imports (with a line that does)."""
+    modules = {_module_name(path): path for folder in PROJECT_FOLDERS for path in sorted((ROOT / folder).rglob("*.py"))}
+    graph: dict[str, dict[str, int]] = {}
+    for name, path in modules.items():
+        graph[name] = {}
+        for target, line in _import_edges(path, modules):
+            graph[name].setdefault(target, line)
+    return modules, graph
+
+
+def _cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """One cycle (``[a, b, ..., a]``) per group of modules that import each other (strongly
+    connected components of more than one module, Tarjan's algorithm without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    groups.append(sorted(group))
+    return [_cycle_in(group, graph) for group in groups]
+
+
+def _cycle_in(group: list[str], graph: dict[str, dict[str, int]]) -> list[str]:
+    """The shortest cycle through the group's first module (breadth-first inside the group)."""
+    start, members = group[0], set(group)
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for child in sorted(graph[node]):
+                if child == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return [start, *reversed(path[:-1]), start]
+                if child in members and child not in came_from:
+                    came_from[child] = node
+                    following.append(child)
+        frontier = following
+    return group  # unreachable for a strongly connected group
+
+
+def test_no_import_cycles():
+    """No module of the project imports itself through others (function-level and relative imports
+    included): arrows point one way, so a module can be read, tested and moved without the ones
+    above it. The failure names each cycle with the file and line of every import in it."""
+    modules, graph = _import_graph()
+    assert {"rulka.config", "environments.trackmania.layout", "presets.cartpole_iqn", "bench.update_speed",
+            "scripts.reliability_report"} <= set(modules)
+    described = []
+    for cycle in _cycles(graph):
+        steps = [f"{a} -> {b} ({modules[a].relative_to(ROOT)}:{graph[a][b]})" for a, b in zip(cycle, cycle[1:])]
+        described.append(" -> ".join(cycle) + "\n      " + "\n      ".join(steps))
+    assert not described, "import cycles:\n  " + "\n  ".join(described)
+
+
+def test_import_graph_sees_every_kind_of_import(tmp_path, monkeypatch):
+    """The cycle test's graph counts function-level, relative, ``if TYPE_CHECKING:`` and
+    sibling-script imports, and names a cycle it is given: a test that could not fail would protect
+    nothing."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("def f():\n    from .b import g\n")
+    (package / "b.py").write_text("import pkg.a\n")
+    (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import d\n")
+    (package / "d.py").write_text("from pkg.c import x\n")
+    scripts = tmp_path / "tools"
+    scripts.mkdir()
+    (scripts / "one.py").write_text("from two import y\n")
+    (scripts / "two.py").write_text("import pkg.c\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    modules = {_module_name(p): p for p in [*package.glob("*.py"), *scripts.glob("*.py")]}
+    graph = {name: dict(_import_edges(path, modules)) for name, path in modules.items()}
+    assert graph["pkg.a"] == {"pkg.b": 2}
+    assert graph["pkg.c"] == {"pkg.d": 3}
+    assert graph["tools.one"] == {"tools.two": 1}
+    assert _cycles(graph) == [["pkg.a", "pkg.b", "pkg.a"], ["pkg.c", "pkg.d", "pkg.c"]]

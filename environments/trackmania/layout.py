@@ -6,13 +6,10 @@ Nothing outside this module indexes the float vector with numbers: use ``layout.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from environments.trackmania.actions import INPUT_NAMES
 from environments.trackmania.backend import N_WHEELS
-
-if TYPE_CHECKING:
-    from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 
 #: Names of the wheel positions, in the order used by every per-wheel float.
 WHEEL_NAMES: tuple[str, ...] = ("front_left", "front_right", "rear_left", "rear_right")
@@ -20,6 +17,15 @@ WHEEL_NAMES: tuple[str, ...] = ("front_left", "front_right", "rear_left", "rear_
 CAR_AXES: tuple[str, ...] = ("left", "up", "forward")
 #: Names of the one-hot surface groups (index = SURFACE_* constant); "other" is all zeros.
 SURFACE_GROUP_NAMES: tuple[str, ...] = ("asphalt", "grass", "dirt", "turbo")
+
+
+class LayoutSettings(Protocol):
+    """The settings a layout is built from (``TrackManiaEnvironmentParameters`` has them; the
+    parameters import this module, not the other way round)."""
+
+    n_prev_actions_in_inputs: int
+    n_zone_centers_in_inputs: int
+    n_contact_material_physics_behavior_types: int
 
 
 @dataclass(frozen=True)
@@ -77,7 +83,7 @@ class FloatLayout:
         )
 
     @classmethod
-    def from_parameters(cls, params: "TrackManiaEnvironmentParameters") -> "FloatLayout":
+    def from_parameters(cls, params: LayoutSettings) -> "FloatLayout":
         """The layout for a configuration (184 floats at defaults)."""
         return cls.build(
             n_prev_actions=params.n_prev_actions_in_inputs,

@@ -1,16 +1,25 @@
 """Typed parameters of the TrackMania environment (the ``environment`` and ``rewards`` YAML sections).
 
 Field names and defaults follow the configuration guide. Only simple types are used so that the
-YAML loader can fill the dataclass directly.
+YAML loader can fill the dataclass directly. Each field declares the values it accepts beside it,
+``param(default, RULE)`` (:mod:`rulka.rules`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
 
-from rulka.validation import (BOOL, FINITE, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, Rule, choice,
-                              int_at_least, list_of, optional, register_config_check, register_field_rules)
+from environments.trackmania.layout import FloatLayout
+from rulka.rules import (BOOL, FINITE, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, Rule, choice,
+                         int_at_least, list_of, optional, param)
+
+#: Smallest frame side Linesight's conv stack accepts (k4 s2, k4 s2, k3 s2, k3 s1), pixels.
+MIN_FRAME_SIDE = 34
+
+_BACKEND = Rule("a TrackMania backend: 'sim' (the simulator) or 'tmi' (the real game)",
+                lambda v: isinstance(v, str) and v in ("sim", "tmi"))
+_FRAME_SIDE = Rule(f"an int >= {MIN_FRAME_SIDE} (the conv stack's smallest input)",
+                   lambda v: int_at_least(MIN_FRAME_SIDE).test(v))
 
 
 @dataclass
@@ -22,12 +31,12 @@ class TrackManiaEnvironmentParameters:
     computes rewards and frames); see ``TrackManiaExperimentConfig.yaml_routes``.
     """
 
-    backend: str = "sim"
+    backend: str = param("sim", _BACKEND)
     """What runs the car: ``sim``, the built-in simulator (any machine, no game, fast), or ``tmi``, the
     real game through TMInterface 2 (needs the game and a ``.env`` with its settings; see the README)."""
 
     # --- timing ---
-    tm_engine_step_per_action: int = 5
+    tm_engine_step_per_action: int = param(5, POSITIVE_INT)
     """Game engine ticks per agent action: the agent decides every ``5 x 10 ms = 50 ms`` (20 times a
     second) at the default. Fewer ticks give finer control, more decisions per second of racing and
     slower collection; more ticks are coarser and easier to learn. Changes every duration counted
@@ -35,7 +44,7 @@ class TrackManiaEnvironmentParameters:
 
     Unit: engine ticks | Range: 3-10 | See: environment.ms_per_tm_engine_step, environment.temporal_mini_race_duration_ms, training.n_steps
     """
-    ms_per_tm_engine_step: int = 10
+    ms_per_tm_engine_step: int = param(10, POSITIVE_INT)
     """Duration of one engine tick. Fixed by the game (its physics runs at 100 Hz): do not change it
     for the real game; the simulator follows it.
 
@@ -43,42 +52,42 @@ class TrackManiaEnvironmentParameters:
     """
 
     # --- spatial ---
-    n_zone_centers_in_inputs: int = 40
+    n_zone_centers_in_inputs: int = param(40, int_at_least(2))
     """Reference-line points given to the agent, in the car's frame (3 floats each), starting at the
     current point: its view of the road ahead. With a stride of 20 points of 0.5 m they cover about
     400 m. More points see further and add inputs (changes ``float_input_dim`` by 3 per point).
 
     Unit: points | Range: 20-60 | See: environment.one_every_n_zone_centers_in_inputs, environment.distance_between_checkpoints, environment.float_input_dim
     """
-    one_every_n_zone_centers_in_inputs: int = 20
+    one_every_n_zone_centers_in_inputs: int = param(20, POSITIVE_INT)
     """Stride between the reference-line points given to the agent: every 20th point of a 0.5 m line
     is one point every 10 m. Smaller strides describe the road more densely and see less far for
     the same number of points.
 
     Unit: points of the line | Range: 10-30 | See: environment.n_zone_centers_in_inputs, environment.distance_between_checkpoints
     """
-    distance_between_checkpoints: float = 0.5
+    distance_between_checkpoints: float = param(0.5, POSITIVE)
     """Spacing of the reference line's points (virtual checkpoints) once resampled; progress is
     tracked point to point. Finer spacing tracks progress more precisely and makes more points
     (below 0.3 m, zone tracking gets slow). The reference line files are made at this spacing.
 
     Unit: m | Range: 0.3-1.0 | See: environment.one_every_n_zone_centers_in_inputs, environment.road_width
     """
-    n_zone_centers_extrapolate_before_start_of_map: int = 20
+    n_zone_centers_extrapolate_before_start_of_map: int = param(20, NON_NEGATIVE_INT)
     """Points added before the start by extending the line's first segment backwards, so the car
     has a current point (and points behind it) while it waits at or behind the start line. The
     zone tracker starts at this index.
 
     Unit: points | Range: 10-30 | See: environment.distance_between_checkpoints
     """
-    n_zone_centers_extrapolate_after_end_of_map: int = 1000
+    n_zone_centers_extrapolate_after_end_of_map: int = param(1000, NON_NEGATIVE_INT)
     """Points added after the finish by extending the line's last segment (1000 x 0.5 m = 500 m):
     the agent's view ahead and the distance to the finish stay defined near and past the finish.
     The tracker never enters the last one. Must cover the view ahead (points x stride x spacing).
 
     Unit: points | Range: 500-2000 | See: environment.n_zone_centers_in_inputs, environment.one_every_n_zone_centers_in_inputs
     """
-    road_width: float = 90.0
+    road_width: float = param(90.0, POSITIVE)
     """Bounds how far the next reference point may be for the zone tracker to advance to it:
     ``sqrt(0.25^2 + (road_width / 2)^2)`` m, about 45 m at 90. Generous on purpose (roads are 16-32 m
     wide): progress is still counted when the car cuts a corner or drives wide. Too small and a
@@ -88,7 +97,7 @@ class TrackManiaEnvironmentParameters:
     """
 
     # --- mini-races ---
-    temporal_mini_race_duration_ms: int = 7000
+    temporal_mini_race_duration_ms: int = param(7000, POSITIVE_INT)
     """Horizon of a mini-race. Each sampled transition is read as part of a race that ends this long
     after a random clock time, so Q means "reward over the next 7 s" and gamma can be 1. Shorter
     horizons learn faster and see less of the consequences; longer ones plan further with noisier
@@ -96,7 +105,7 @@ class TrackManiaEnvironmentParameters:
 
     Unit: ms | Range: 5000-10000 | See: environment.temporal_mini_race_duration_actions, training.gamma_schedule, training.oversample_long_term_steps, training.min_horizon_to_update_priority_actions
     """
-    margin_to_announce_finish_meters: float = 700.0
+    margin_to_announce_finish_meters: float = param(700.0, POSITIVE)
     """Cap of the distance-to-finish float: the agent sees ``min(distance to finish, margin)``, so the
     value only changes in the last 700 m and tells it the finish is near. Its normalisation uses
     the margin (mean margin, std margin / 2).
@@ -105,14 +114,14 @@ class TrackManiaEnvironmentParameters:
     """
 
     # --- contact and physics inputs ---
-    n_contact_material_physics_behavior_types: int = 4
+    n_contact_material_physics_behavior_types: int = param(4, POSITIVE_INT)
     """Surface groups encoded one-hot per wheel (asphalt-like, grass, dirt, turbo; any other surface
     is all zeros): 4 wheels x 4 = 16 floats. Grip depends on the surface, which the frame does not
     always show. The groups are defined by the backends: change it only with them.
 
     Unit: groups | Range: 4 (the groups defined) | See: environment.float_input_dim
     """
-    n_prev_actions_in_inputs: int = 5
+    n_prev_actions_in_inputs: int = param(5, NON_NEGATIVE_INT)
     """Previous actions given to the agent, 4 flags each (accelerate, brake, left, right), oldest
     first: 5 actions are 250 ms of its own inputs, which makes the state closer to Markovian and the
     control smoother. Each action adds 4 floats to ``float_input_dim``.
@@ -121,32 +130,32 @@ class TrackManiaEnvironmentParameters:
     """
 
     # --- timeouts ---
-    cutoff_rollout_if_race_not_finished_within_duration_ms: int = 300_000
+    cutoff_rollout_if_race_not_finished_within_duration_ms: int = param(300_000, POSITIVE_INT)
     """End a race that has not finished after this race time (a truncation: the last state's value
     is still bootstrapped). Must exceed the time a good run needs, with margin for early slow runs.
 
     Unit: ms | Range: 180000-600000 | See: environment.cutoff_rollout_if_no_vcp_passed_within_duration_ms
     """
-    cutoff_rollout_if_no_vcp_passed_within_duration_ms: int = 2_000
+    cutoff_rollout_if_no_vcp_passed_within_duration_ms: int = param(2_000, POSITIVE_INT)
     """End a race (truncation) when no new reference point was reached for this long: a stuck or
     backwards car stops wasting collection time. Too short cuts races where the car briefly slows.
 
     Unit: ms | Range: 1000-5000 | See: environment.cutoff_rollout_if_race_not_finished_within_duration_ms, environment.road_width
     """
-    timeout_during_run_ms: int = 30_000
+    timeout_during_run_ms: int = param(30_000, POSITIVE_INT)
     """How long to wait for TMInterface's answer while racing before the game is declared hung
     (``tmi`` backend only). Higher survives lag spikes and detects a frozen game later.
 
     Unit: ms | Range: 10000-60000 | See: performance.collector_timeout_s
     """
-    timeout_between_runs_ms: int = 600_000_000
+    timeout_between_runs_ms: int = param(600_000_000, POSITIVE_INT)
     """How long the game's plugin waits for its collector between races before giving up (``tmi``
     backend only); the collector may be busy there for a long time (a map change, a blocked
     queue). Very large by default: waiting between races is normal.
 
     Unit: ms | Range: 60000 to 600000000 | See: environment.timeout_during_run_ms
     """
-    game_reboot_interval: int = 43_200
+    game_reboot_interval: int = param(43_200, POSITIVE_INT)
     """Restart each game instance after this long (``tmi`` backend only): long-running instances
     slow down and leak memory.
 
@@ -154,13 +163,13 @@ class TrackManiaEnvironmentParameters:
     """
 
     # --- game settings ---
-    game_camera_number: int = 2
+    game_camera_number: int = param(2, choice(1, 2, 3))
     """The game's camera: 1 behind the car, 2 first person (what the agent was designed with: the
     road ahead fills the frame), 3 top view. Only the real game uses it.
 
     Unit: camera number | Range: 2 (1 and 3 change what the frames show)
     """
-    sync_virtual_and_real_checkpoints: bool = True
+    sync_virtual_and_real_checkpoints: bool = param(True, BOOL)
     """Pair the real game's checkpoints with the nearest reference points, and only advance onto
     such a point when the car is within 12 m of the real checkpoint: progress cannot count a
     shortcut that skips a checkpoint the game would refuse. In the real game they are read from the
@@ -168,21 +177,21 @@ class TrackManiaEnvironmentParameters:
     relative map paths) and paired with every reference point within 12 m, once per lap."""
 
     # --- frame ---
-    W_downsized: int = 160
+    W_downsized: int = param(160, _FRAME_SIDE)
     """Width of the grayscale frame the agent sees (the game renders at this size). Smaller frames
     train faster and use less replay memory (bytes per transition grow with W x H) with less
     detail; the conv stack's output size is computed from it.
 
     Unit: pixels | Range: 64-256 (at least 34) | Section: neural_network | See: environment.H_downsized, memory.memory_size_schedule
     """
-    H_downsized: int = 120
+    H_downsized: int = param(120, _FRAME_SIDE)
     """Height of the grayscale frame the agent sees (4:3 with the default width).
 
     Unit: pixels | Range: 48-192 (at least 34) | Section: neural_network | See: environment.W_downsized
     """
 
     # --- rewards ---
-    constant_reward_per_ms: float = -0.0012
+    constant_reward_per_ms: float = param(-0.0012, FINITE)
     """Reward per millisecond of race time, negative: a time penalty, -0.06 per 50 ms action,
     -6 per 5 s. Together with the progress reward it defines "go fast, go forward": with the
     defaults the net reward is positive only above 0.12 m/ms (432 km/h), so almost every second
@@ -190,13 +199,13 @@ class TrackManiaEnvironmentParameters:
 
     Unit: reward/ms | Range: -0.002 to -0.0005 | Section: rewards | See: environment.reward_per_m_advanced_along_centerline
     """
-    reward_per_m_advanced_along_centerline: float = 0.01
+    reward_per_m_advanced_along_centerline: float = param(0.01, FINITE)
     """Reward per metre of progress along the reference line (+5 per 500 m), the main positive
     signal. Its ratio to the time penalty sets how much speed matters against progress.
 
     Unit: reward/m | Range: 0.005-0.05 | Section: rewards | See: environment.constant_reward_per_ms, environment.distance_between_checkpoints
     """
-    shaped_reward_dist_to_cur_vcp: float = 0.0
+    shaped_reward_dist_to_cur_vcp: float = param(0.0, FINITE)
     """Weight of a potential-based shaping term on the distance to the current reference point,
     clipped to [min, max]: potential ``w x clip(distance)``; the replay adds
     ``gamma x phi(s') - phi(s)`` to each reward (dropped at the mini-race end), which leaves the
@@ -205,17 +214,17 @@ class TrackManiaEnvironmentParameters:
 
     Unit: reward/m | Range: -0.1 to 0 | Section: rewards | See: environment.shaped_reward_min_dist_to_cur_vcp, environment.shaped_reward_max_dist_to_cur_vcp
     """
-    shaped_reward_min_dist_to_cur_vcp: float = 2.0
+    shaped_reward_min_dist_to_cur_vcp: float = param(2.0, NON_NEGATIVE)
     """Lower clip of the shaping distance: closer than this to the current point earns nothing more.
 
     Unit: m | Range: 0-5 | Section: rewards | See: environment.shaped_reward_dist_to_cur_vcp
     """
-    shaped_reward_max_dist_to_cur_vcp: float = 25.0
+    shaped_reward_max_dist_to_cur_vcp: float = param(25.0, POSITIVE)
     """Upper clip of the shaping distance: further than this costs nothing more.
 
     Unit: m | Range: 10-50 | Section: rewards | See: environment.shaped_reward_dist_to_cur_vcp
     """
-    missed_gate_ends_race: bool = False
+    missed_gate_ends_race: bool = param(False, BOOL)
     """Count a race cut off at a missed gate (``missed_checkpoint_K_of_N``: the car went round a
     checkpoint's gate; ``missed_finish_gate``; ``far_from_checkpoint_K_of_N``: it crossed the gate
     too far from the checkpoint for the zone rule) as lost: the last step is terminal, not a truncation,
@@ -225,7 +234,7 @@ class TrackManiaEnvironmentParameters:
 
     Unit: on/off | Range: False, True | Section: rewards | See: environment.reward_on_missed_gate, environment.cutoff_rollout_if_no_vcp_passed_within_duration_ms
     """
-    reward_on_missed_gate: float = -8.4
+    reward_on_missed_gate: float = param(-8.4, FINITE)
     """Reward of the last step of a race lost at a missed gate (``missed_gate_ends_race``). Keep it at
     or below the time penalty of a whole mini-race (``constant_reward_per_ms x
     temporal_mini_race_duration_ms``, -8.4 by default): losing the race must never pay better than
@@ -235,7 +244,7 @@ class TrackManiaEnvironmentParameters:
     """
 
     # --- state normalisation (the ``state_normalization`` section; None = built-in defaults) ---
-    float_inputs_mean: Optional[list[float]] = None
+    float_inputs_mean: Optional[list[float]] = param(None, optional(list_of(FINITE)))
     """Per-float mean subtracted before the network, ``(floats - mean) / std``, one value per float
     of the layout (``float_input_dim`` values, each in its float's unit). None uses built-in values
     derived from the layout and these settings (clock: half the mini-race; distance to finish: the
@@ -244,12 +253,29 @@ class TrackManiaEnvironmentParameters:
 
     Unit: each float's unit | Range: None, or float_input_dim values | Section: state_normalization | See: environment.float_inputs_std, environment.float_input_dim
     """
-    float_inputs_std: Optional[list[float]] = None
+    float_inputs_std: Optional[list[float]] = param(None, optional(list_of(POSITIVE)))
     """Per-float standard deviation dividing the centred floats (all > 0), one per float of the
     layout. None uses the built-in values; ``rulka stats`` measures them.
 
     Unit: each float's unit | Range: None, or float_input_dim values > 0 | Section: state_normalization | See: environment.float_inputs_mean, environment.float_input_dim
     """
+
+    def validation_problems(self) -> list[str]:
+        """Checks of several environment fields together (paths relative to the section), run by
+        :func:`rulka.validation.validate_config` once every field passed its own rule."""
+        problems = []
+        if self.shaped_reward_min_dist_to_cur_vcp > self.shaped_reward_max_dist_to_cur_vcp:
+            problems.append(f"shaped_reward_min_dist_to_cur_vcp: must be <= shaped_reward_max_dist_to_cur_vcp "
+                            f"({self.shaped_reward_max_dist_to_cur_vcp}), got {self.shaped_reward_min_dist_to_cur_vcp}")
+        if self.temporal_mini_race_duration_ms < self.ms_per_action:
+            problems.append(f"temporal_mini_race_duration_ms: must be at least one action ({self.ms_per_action} ms), "
+                            f"got {self.temporal_mini_race_duration_ms}")
+        for name in ("float_inputs_mean", "float_inputs_std"):
+            values = getattr(self, name)
+            if values is not None and len(values) != self.float_input_dim:
+                problems.append(f"{name}: must hold float_input_dim = {self.float_input_dim} values (one per float "
+                                f"input at these settings), got {len(values)}; measure them again with `rulka stats`")
+        return problems
 
     @property
     def ms_per_action(self) -> int:
@@ -277,14 +303,10 @@ class TrackManiaEnvironmentParameters:
 
         Unit: floats | Range: computed | See: environment.n_prev_actions_in_inputs, environment.n_zone_centers_in_inputs, environment.n_contact_material_physics_behavior_types, environment.float_inputs_mean
         """
-        from environments.trackmania.layout import FloatLayout
-
         return FloatLayout.from_parameters(self).size
 
     def parameter_notes(self) -> dict[str, str]:
         """Explanations computed from the current values, shown by ``rulka params`` (documentation only)."""
-        from environments.trackmania.layout import FloatLayout
-
         layout = FloatLayout.from_parameters(self)
         groups = " + ".join(f"{sl.stop - sl.start} {name}" for name, sl in layout.groups())
         return {
@@ -298,111 +320,3 @@ class TrackManiaEnvironmentParameters:
             "ms_per_action": (f"At these settings: {self.tm_engine_step_per_action} x {self.ms_per_tm_engine_step} = "
                               f"{self.ms_per_action} ms, {1000 / self.ms_per_action:g} actions per second."),
         }
-
-
-# ---------------------------------------------------------------------------------------------
-# Range checks (run by rulka.validation.validate_config when a configuration is loaded)
-# ---------------------------------------------------------------------------------------------
-
-#: Smallest frame side Linesight's conv stack accepts (k4 s2, k4 s2, k3 s2, k3 s1), pixels.
-MIN_FRAME_SIDE = 34
-
-TrackManiaEnvironmentParameters.validation_rules = {
-    "backend": Rule("a TrackMania backend: 'sim' (the simulator) or 'tmi' (the real game)",
-                    lambda v: isinstance(v, str) and v in ("sim", "tmi")),
-    "tm_engine_step_per_action": POSITIVE_INT,
-    "ms_per_tm_engine_step": POSITIVE_INT,
-    "n_zone_centers_in_inputs": int_at_least(2),
-    "one_every_n_zone_centers_in_inputs": POSITIVE_INT,
-    "distance_between_checkpoints": POSITIVE,
-    "n_zone_centers_extrapolate_before_start_of_map": NON_NEGATIVE_INT,
-    "n_zone_centers_extrapolate_after_end_of_map": NON_NEGATIVE_INT,
-    "road_width": POSITIVE,
-    "temporal_mini_race_duration_ms": POSITIVE_INT,
-    "margin_to_announce_finish_meters": POSITIVE,
-    "n_contact_material_physics_behavior_types": POSITIVE_INT,
-    "n_prev_actions_in_inputs": NON_NEGATIVE_INT,
-    "cutoff_rollout_if_race_not_finished_within_duration_ms": POSITIVE_INT,
-    "cutoff_rollout_if_no_vcp_passed_within_duration_ms": POSITIVE_INT,
-    "timeout_during_run_ms": POSITIVE_INT,
-    "timeout_between_runs_ms": POSITIVE_INT,
-    "game_reboot_interval": POSITIVE_INT,
-    "game_camera_number": choice(1, 2, 3),
-    "sync_virtual_and_real_checkpoints": BOOL,
-    "W_downsized": Rule(f"an int >= {MIN_FRAME_SIDE} (the conv stack's smallest input)",
-                        lambda v: int_at_least(MIN_FRAME_SIDE).test(v)),
-    "H_downsized": Rule(f"an int >= {MIN_FRAME_SIDE} (the conv stack's smallest input)",
-                        lambda v: int_at_least(MIN_FRAME_SIDE).test(v)),
-    "constant_reward_per_ms": FINITE,
-    "reward_per_m_advanced_along_centerline": FINITE,
-    "shaped_reward_dist_to_cur_vcp": FINITE,
-    "shaped_reward_min_dist_to_cur_vcp": NON_NEGATIVE,
-    "shaped_reward_max_dist_to_cur_vcp": POSITIVE,
-    "missed_gate_ends_race": BOOL,
-    "reward_on_missed_gate": FINITE,
-    "float_inputs_mean": optional(list_of(FINITE)),
-    "float_inputs_std": optional(list_of(POSITIVE)),
-}
-
-
-def _environment_problems(self: TrackManiaEnvironmentParameters) -> list[str]:
-    """Checks of several environment fields together (paths relative to the section)."""
-    problems = []
-    if self.shaped_reward_min_dist_to_cur_vcp > self.shaped_reward_max_dist_to_cur_vcp:
-        problems.append(f"shaped_reward_min_dist_to_cur_vcp: must be <= shaped_reward_max_dist_to_cur_vcp "
-                        f"({self.shaped_reward_max_dist_to_cur_vcp}), got {self.shaped_reward_min_dist_to_cur_vcp}")
-    if self.temporal_mini_race_duration_ms < self.ms_per_action:
-        problems.append(f"temporal_mini_race_duration_ms: must be at least one action ({self.ms_per_action} ms), "
-                        f"got {self.temporal_mini_race_duration_ms}")
-    for name in ("float_inputs_mean", "float_inputs_std"):
-        values = getattr(self, name)
-        if values is not None and len(values) != self.float_input_dim:
-            problems.append(f"{name}: must hold float_input_dim = {self.float_input_dim} values (one per float "
-                            f"input at these settings), got {len(values)}; measure them again with `rulka stats`")
-    return problems
-
-
-TrackManiaEnvironmentParameters.validation_problems = _environment_problems
-
-register_field_rules({
-    # training (TrackManiaTrainingParameters)
-    "oversample_long_term_steps": NON_NEGATIVE_INT,
-    "oversample_maximum_term_steps": NON_NEGATIVE_INT,
-    "min_horizon_to_update_priority_actions": optional(NON_NEGATIVE_INT),
-    "target_self_loss_clamp_ratio": NON_NEGATIVE,
-    # neural_network (TrackManiaNeuralNetworkParameters)
-    "float_hidden_dim": POSITIVE_INT,
-})
-
-
-@register_config_check
-def _map_cycle_tracks(config: object) -> list[str]:
-    """The map cycle of a TrackMania configuration: at least one race, and for the simulator every
-    track name known and every reference line file valid (the real game's files are checked by the
-    graph manager's preflight, which explains how to run without the game)."""
-    environment, map_cycle = getattr(config, "environment", None), getattr(config, "map_cycle", None)
-    entries = getattr(map_cycle, "entries", None)
-    if not isinstance(environment, TrackManiaEnvironmentParameters) or not isinstance(entries, list):
-        return []
-    if not any(getattr(e, "repeat", 0) > 0 for e in entries):
-        return ["map_cycle.entries: must hold at least one entry with repeat >= 1 (a map to race on)"]
-    problems = []
-    for i, entry in enumerate(entries):
-        key = f"map_cycle.entries[{i}]"
-        line_path = getattr(entry, "reference_line_path", "")
-        if line_path and (environment.backend == "sim" or Path(line_path).is_file()):
-            problems.extend(_track_problem(f"{key}.reference_line_path", line_path))
-        elif environment.backend == "sim":
-            problems.extend(_track_problem(f"{key}.map_path", getattr(entry, "map_path", "")))
-    return problems
-
-
-def _track_problem(key: str, name: str) -> list[str]:
-    from environments.trackmania.track import TrackFileError
-    from environments.trackmania.tracks import check_track_name
-
-    try:
-        check_track_name(name)
-    except TrackFileError as error:
-        return [f"{key}: {error}"]
-    return []

@@ -140,3 +140,56 @@ def test_non_finite_observation_or_reward_is_refused_with_env_and_step(observati
 def test_finite_step_passes():
     """Finite floats, integer frames and a finite reward pass (numpy scalars too)."""
     check_finite_step({"frame": np.full((1, 4, 4), 255, np.uint8), "float": np.ones(5)}, np.float32(-0.5), "env", 0)
+
+
+def test_register_field_rules_is_refused_with_how_to_port():
+    """The removed rules-by-bare-name registry says what replaced it, instead of an ImportError or a
+    rule silently applied to every section with a field of that name."""
+    from rulka.validation import register_field_rules
+
+    with pytest.raises(TypeError, match=r"declared beside its field.*param\(default, RULE\).*my_field"):
+        register_field_rules({"my_field": None})
+
+
+def test_a_section_still_setting_validation_rules_is_reported():
+    """A preset's section class that still sets the old ``validation_rules`` mapping is refused with the
+    port, rather than its rules being silently ignored."""
+    @dataclasses.dataclass
+    class OldSection:
+        speed: int = 3
+        validation_rules = {"speed": None}
+
+    @dataclasses.dataclass
+    class Config:
+        game: OldSection = dataclasses.field(default_factory=OldSection)
+
+    assert config_problems(Config()) == ["game: OldSection.validation_rules is no longer read; declare each rule "
+                                         "beside its field as `name: type = param(default, RULE)` (from rulka.rules "
+                                         "import param)"]
+
+
+def test_register_config_check_still_adds_a_whole_config_check(monkeypatch):
+    """A preset's whole-configuration check registered with register_config_check runs after the
+    field rules and the config's own validation_problems, with the paths it gives."""
+    from rulka import validation
+
+    monkeypatch.setattr(validation, "_CONFIG_CHECKS", [])
+    validation.register_config_check(lambda config: ["training.batch_size: too big for my GPU"]
+                                     if config.training.batch_size > 256 else [])
+    assert config_problems(ExperimentConfig()) == ["training.batch_size: too big for my GPU"]
+    config = ExperimentConfig()
+    config.training.batch_size = 0
+    config.training.n_steps = 10
+    config.memory.memory_size_schedule = Schedule([(0, (8, 8))], "staircase")
+    assert config_problems(config) == [
+        "training.batch_size: must be a positive int, got 0",
+        "memory.memory_size_schedule.points[0]: capacity 8 must exceed training.n_steps + 1 = 11"]
+
+
+def test_a_rule_imported_from_its_old_module_says_where_it_went():
+    """``from rulka.validation import POSITIVE_INT`` (a preset written before rules moved beside their
+    fields) fails with the import to write instead of a bare 'cannot import name'."""
+    with pytest.raises(ImportError, match=r"from rulka.rules import POSITIVE_INT"):
+        from rulka.validation import POSITIVE_INT  # noqa: F401
+    with pytest.raises(ImportError, match=r"from rulka.rules import field_rule"):
+        from rulka.validation import rule_for  # noqa: F401

@@ -77,3 +77,13 @@ def test_real_game_line_is_checked_when_present_and_left_to_preflight_when_missi
             f"map_cycle.entries=[{{map_path: A.Challenge.Gbx, reference_line_path: {bad}}}]"])
     apply_overrides(TrackManiaExperimentConfig(), overrides=base + [
         f"map_cycle.entries=[{{map_path: A.Challenge.Gbx, reference_line_path: {tmp_path}/missing.npy}}]"])
+
+
+def test_map_cycle_entry_of_the_wrong_type_is_named_not_crashed_on():
+    """A preset's entry with a number for a path or a string for repeat gets its field's message; the
+    track look-up that needs a valid entry is skipped instead of raising a TypeError."""
+    config = TrackManiaExperimentConfig()
+    config.map_cycle.entries[0].map_path = 3
+    config.map_cycle.entries[1].repeat = "1"
+    assert config_problems(config) == ["map_cycle.entries[0].map_path: must be a string, got 3",
+                                       "map_cycle.entries[1].repeat: must be an int >= 0, got '1'"]
