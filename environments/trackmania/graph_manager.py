@@ -168,6 +168,20 @@ class TrackManiaGraphManager(BasicRLGraphManager):
             if stop_at is not None and race.finished and race.race_time_s <= stop_at:
                 self.reached = True
 
+    def describe_evaluation(self) -> list[str]:
+        """One line per greedy race of the last :meth:`evaluate`: its reset seed, and its race time
+        (ms, the game's unit) when it finished, else how far it got and why it ended."""
+        lines = []
+        for seed, rollout in self.last_evaluation_episodes:
+            info = rollout.final_info or {}
+            where = f"greedy race on {info.get('track', '?')} (reset seed {seed})"
+            if info.get("finished"):
+                lines.append(f"{where}: finished in {int(info['race_time_ms'])} ms")
+            else:
+                lines.append(f"{where}: not finished, {float(info.get('progress_fraction', 0.0)):.1%} of the track "
+                             f"({info.get('end_reason', 'unknown')})")
+        return lines
+
     @property
     def created_at_monotonic(self) -> float:
         return time.monotonic() - (time.time() - self.created_at)
