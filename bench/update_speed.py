@@ -142,10 +142,10 @@ def bare_update(agent: IQNAgent) -> Callable[[], None]:
     return update
 
 
-def timed(update: Callable[[], None], seconds: float) -> tuple[int, float]:
-    """Run ``update`` for about ``seconds``: (updates done, seconds taken)."""
+def timed(update: Callable[[], None], seconds: float, minimum: int = 0) -> tuple[int, float]:
+    """Run ``update`` for about ``seconds``, and at least ``minimum`` times: (updates done, seconds taken)."""
     done, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
+    while time.perf_counter() - start < seconds or done < minimum:
         update()
         done += 1
     return done, time.perf_counter() - start

@@ -5,15 +5,17 @@
 
 LINESIGHT_CHECKOUT is a checkout of https://github.com/Linesight-RL/linesight (nothing of it is
 copied into rulka): ``git clone https://github.com/Linesight-RL/linesight /tmp/linesight``. Only its
-``trackmania_rl/`` and ``config_files/`` are read. Its ``IQN_Network`` and ``Trainer.train_on_batch``
-run unchanged but for three substitutions made in memory when its ``trackmania_rl/agents/iqn.py`` is
-loaded: the device ``"cuda"`` becomes ``"cpu"``; its float16 autocast becomes a CPU autocast that
-is off (``linesight float32``) or bfloat16 (``linesight bfloat16``, only on a CPU with bf16 units);
-its gradient scaler is a disabled one (an identity). ``torch.compile`` of its loss is off (its
-``is_linux`` set False), as rulka compiles nothing. Its replay buffer is replaced by one prebuilt
-random batch (images already scaled and channels_last, as its collate function leaves them); Linesight
-modules the learner does not need and that are not installed (torchrl, joblib, prettytable, its video
-export) are stubbed.
+``trackmania_rl/`` and ``config_files/`` are read. Its ``trackmania_rl/agents/iqn.py`` is imported as
+it is; its ``IQN_Network`` and ``Trainer.train_on_batch`` then run unchanged but for the ``torch``
+they see: the module's name ``torch`` is rebound to torch with three names replaced, so that what
+it puts on ``"cuda"`` stays on the CPU (``torch.arange`` / ``torch.rand(device="cuda")``,
+``torch.tensor(...).to("cuda")``) and its float16 autocast (``torch.amp.autocast``) becomes a CPU
+autocast that is off (``linesight float32``) or bfloat16 (``linesight bfloat16``, only on a CPU
+with bf16 units); its gradient scaler is a disabled one (an identity). ``torch.compile`` of its loss
+is off (its ``is_linux`` set False), as rulka compiles nothing. Its replay buffer is replaced by one
+prebuilt random batch (images already scaled and channels_last, as its collate function leaves
+them); Linesight modules the learner does not need and that are not installed (torchrl, joblib,
+prettytable, its video export) are stubbed.
 
 rulka runs the body of ``agent.train()`` (sample from a filled replay, loss, backward, clip, step,
 priorities, target schedule) of a ``TrackManiaIQNAgent``, in float32 and with its shipped
@@ -34,7 +36,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-import time
 import types
 import warnings
 from collections.abc import Callable
@@ -50,18 +51,17 @@ from agents.precision import cpu_bf16_flags, resolve_precision  # noqa: E402
 from agents.trackmania_iqn_agent import TrackManiaIQNAgent  # noqa: E402
 from rulka.config import apply_overrides  # noqa: E402
 from rulka.presets import load_graph_manager  # noqa: E402
+from update_speed import fill, rulka_update, timed  # noqa: E402  (bench/, beside this script)
 
 CAPACITY = 5_000
 FILL = 3_000
 HOWTO = "get it with: git clone https://github.com/Linesight-RL/linesight /tmp/linesight"
-AUTOCAST = 'torch.amp.autocast(device_type="cpu", dtype=torch.float16)'
 
 
 # ------------------------------------------------------------------ Linesight, from its checkout
 def load_linesight(checkout: Path) -> types.ModuleType:
     """Linesight's ``trackmania_rl.agents.iqn`` from ``checkout``, run on the CPU (see the module docstring)."""
-    source_path = checkout / "trackmania_rl" / "agents" / "iqn.py"
-    if not source_path.is_file() or not (checkout / "config_files" / "config.py").is_file():
+    if not (checkout / "trackmania_rl" / "agents" / "iqn.py").is_file() or not (checkout / "config_files" / "config.py").is_file():
         raise SystemExit(f"{checkout} is not a Linesight checkout (no trackmania_rl/agents/iqn.py or "
                          f"config_files/config.py); {HOWTO}")
     sys.path.insert(0, str(checkout))
@@ -73,17 +73,50 @@ def load_linesight(checkout: Path) -> types.ModuleType:
     config.is_linux = False  # no torch.compile of its loss (rulka compiles nothing either)
     sys.modules["config_files.config_copy"] = config
     importlib.import_module("config_files").config_copy = config
-    source = source_path.read_text(encoding="utf-8").replace('"cuda"', '"cpu"')
-    if source.count(AUTOCAST) != 1:
-        raise SystemExit(f"{source_path}: its autocast line ({AUTOCAST} once the device is cpu) was not found: "
-                         "this bench knows Linesight's iqn.py as of 2024-2025; use such a checkout")
-    source = source.replace(AUTOCAST, 'torch.amp.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=BENCH_BF16)')
-    module = types.ModuleType("trackmania_rl.agents.iqn")
-    module.__file__ = str(source_path)
-    module.BENCH_BF16 = False
-    sys.modules[module.__name__] = module
-    exec(compile(source, str(source_path), "exec"), module.__dict__)  # noqa: S102 (a checkout the user named)
-    return module
+    iqn = importlib.import_module("trackmania_rl.agents.iqn")
+    iqn.BENCH_BF16 = False
+    iqn.BENCH_AUTOCASTS = 0  # how often its autocast was entered: checks that the substitution took
+    iqn.torch = cpu_torch(iqn)
+    return iqn
+
+
+class _CudaMeansCpu(torch.Tensor):
+    """A CPU tensor whose ``.to("cuda")`` stays on the CPU (and returns a plain tensor)."""
+
+    def to(self, *args: object, **kwargs: object) -> torch.Tensor:
+        args = tuple("cpu" if isinstance(a, str) and a == "cuda" else a for a in args)
+        if kwargs.get("device") == "cuda":
+            kwargs["device"] = "cpu"
+        return torch.Tensor.to(self.as_subclass(torch.Tensor), *args, **kwargs)
+
+
+def cpu_torch(iqn: types.ModuleType) -> types.ModuleType:
+    """``torch`` as Linesight's ``iqn`` module sees it here: every name is torch's (a module dict
+    lookup, no per-call cost) but ``arange`` and ``rand`` (device "cuda" -> "cpu"), ``tensor`` (its
+    ``.to("cuda")`` stays on the CPU) and ``amp.autocast`` (its float16 CUDA autocast -> a CPU
+    autocast in bfloat16, on when ``iqn.BENCH_BF16``)."""
+    def on_cpu(function: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+        def call(*args: object, **kwargs: object) -> torch.Tensor:
+            if kwargs.get("device") == "cuda":
+                kwargs["device"] = "cpu"
+            return function(*args, **kwargs)
+        return call
+
+    def autocast(device_type: str, dtype: torch.dtype | None = None, **kwargs: object) -> torch.amp.autocast:
+        if device_type != "cuda" or dtype != torch.float16 or kwargs:
+            raise SystemExit(f"Linesight's iqn.py asks for autocast({device_type!r}, {dtype}, {kwargs}), not the float16 "
+                             "CUDA autocast this bench knows (its iqn.py as of 2024-2025); use such a checkout")
+        iqn.BENCH_AUTOCASTS += 1
+        return torch.amp.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=iqn.BENCH_BF16)
+
+    cpu = types.ModuleType("torch")
+    cpu.__dict__.update(torch.__dict__)
+    cpu.arange, cpu.rand = on_cpu(torch.arange), on_cpu(torch.rand)
+    cpu.tensor = lambda *args, **kwargs: torch.tensor(*args, **kwargs).as_subclass(_CudaMeansCpu)
+    cpu.amp = types.ModuleType("torch.amp")
+    cpu.amp.__dict__.update(torch.amp.__dict__)
+    cpu.amp.autocast = autocast
+    return cpu
 
 
 def _stub_if_missing(name: str, **attributes: object) -> None:
@@ -135,7 +168,13 @@ def linesight_trainer(iqn: types.ModuleType, height: int, width: int, batch_size
              torch.randn(batch_size, generator=g), images(), torch.randn(batch_size, float_dim, generator=g),
              torch.full((batch_size,), 0.99))
     buffer = PrebuiltBuffer(batch)
-    return trainer, online, lambda: trainer.train_on_batch(buffer, do_learn=True)
+    def update() -> None:
+        trainer.train_on_batch(buffer, do_learn=True)
+    update()
+    if not iqn.BENCH_AUTOCASTS:
+        raise SystemExit("Linesight's Trainer.train_on_batch entered no torch.amp.autocast: this bench knows its iqn.py "
+                         "as of 2024-2025 (float16 autocast around the update); use such a checkout")
+    return trainer, online, update
 
 
 def _conv_output(iqn: types.ModuleType, height: int, width: int) -> int:
@@ -159,30 +198,14 @@ def rulka_agent(shape: str) -> TrackManiaIQNAgent:
     env = TrackManiaEnv(config.environment)
     agent = TrackManiaIQNAgent(config, env.observation_space, env.action_space, "cpu", seed=0)
     env.close()
-    rng = np.random.default_rng(0)
-    def draw():
-        return {k: (rng.integers(0, 255, s.shape, dtype=np.uint8) if s.dtype == np.uint8
-                    else rng.normal(size=s.shape).astype(np.float32)) for k, s in agent.observation_space.spaces.items()}
-    state = draw()
-    for t in range(FILL):
-        nxt = draw()
-        end = (t + 1) % 200 == 0
-        agent.observe(state, int(rng.integers(agent.num_actions)), True, float(rng.normal()), nxt, end, False)
-        state = draw() if end else nxt
+    fill(agent, FILL)
     return agent
 
 
 def rulka_updates(agent: TrackManiaIQNAgent) -> tuple[Callable[[], None], Callable[[], None]]:
     """(the body of ``agent.train()`` without the replay-ratio gate, ``learn_from_batch`` on one batch)."""
-    def update() -> None:
-        for group in agent.optimizer.param_groups:
-            group["lr"] = agent.learning_rate()
-        batch = agent.sample_batch()
-        agent.learn_from_batch(batch)
-        agent.counters.transitions_sampled += batch.size
-        agent.update_target_network_if_due()
     batch = agent.sample_batch()
-    return update, lambda: agent.learn_from_batch(batch)
+    return rulka_update(agent), lambda: agent.learn_from_batch(batch)
 
 
 def with_precision(agent: TrackManiaIQNAgent, setting: str, fn: Callable[[], None]) -> Callable[[], None]:
@@ -198,11 +221,8 @@ def with_precision(agent: TrackManiaIQNAgent, setting: str, fn: Callable[[], Non
 # ------------------------------------------------------------------ measuring
 def rate(fn: Callable[[], None], seconds: float) -> float:
     fn()  # warm-up
-    done, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds or done < 2:
-        fn()
-        done += 1
-    return done / (time.perf_counter() - start)
+    done, elapsed = timed(fn, seconds, minimum=2)
+    return done / elapsed
 
 
 def spread(values: list[float]) -> str:

@@ -204,6 +204,8 @@ def evaluate(args: argparse.Namespace) -> int:
     episodes = graph_manager.config.training.evaluation_episodes
     score = graph_manager.evaluate(episodes)
     print(f"evaluation: average return {score:.2f} over {episodes} greedy episodes")
+    for line in graph_manager.describe_evaluation():
+        print(f"evaluation: {line}")
     graph_manager.close()
     return 0
 

@@ -167,6 +167,8 @@ class BasicRLGraphManager(GraphManager):
         self.best_evaluation: float | None = None
         self.evaluations_done = 0
         self.evaluation_history: list[tuple[int, float]] = []
+        #: The episodes of the last :meth:`evaluate`: (reset seed, the episode's last rollout).
+        self.last_evaluation_episodes: list[tuple[int, Rollout]] = []
         #: Set (from a signal handler or another thread) to stop at the next step; the run ends normally.
         self.stop_requested = False
         #: The signal that stopped the run (SIGINT / SIGTERM), if one did.
@@ -329,12 +331,19 @@ class BasicRLGraphManager(GraphManager):
             self.eval_plan = GreedyPlan(self.seed + EVAL_SEED_OFFSET)
             level = LevelManager(self.agent, env, self.input_filter, self.output_filter)
             self.eval_collector = Collector(self.agent, [level], [self.eval_plan], record_steps=False)
-        self.eval_plan.next_index = self.evaluations_done * num_episodes
-        returns: list[float] = []
-        while len(returns) < num_episodes:
-            returns += [r.episode_return for r in self.eval_collector.step(heatup=False) if r.episode_ended]
+        self.eval_plan.next_index = first = self.evaluations_done * num_episodes
+        ended: list[Rollout] = []
+        while len(ended) < num_episodes:
+            ended += [r for r in self.eval_collector.step(heatup=False) if r.episode_ended]
         self.evaluations_done += 1
-        return float(np.mean(returns))
+        # one environment plays the episodes in turn: episode i was reset with the plan's seed number first + i
+        self.last_evaluation_episodes = [(self.eval_plan.base_seed + first + i, r) for i, r in enumerate(ended)]
+        return float(np.mean([r.episode_return for r in ended]))
+
+    def describe_evaluation(self) -> list[str]:
+        """Lines that tell more of the last :meth:`evaluate` than its average return (for
+        ``rulka --evaluate``); none here, TrackMania's say each race's time."""
+        return []
 
     def run_evaluation(self, stop_at: float | None) -> bool:
         score = self.evaluate()

@@ -57,6 +57,16 @@ def check_collector_timeout(collector_timeout_s: float, start_timeout_s: float, 
             f"or lower TMI_START_TIMEOUT_S to at most {float(collector_timeout_s) - START_MARGIN_S:g}")
 
 
+def greedy_race_line(reset_seed: int, info: dict[str, Any]) -> str:
+    """A greedy race as ``rulka --evaluate`` prints it, from the environment's last ``info``: its reset
+    seed, and its race time (ms, the game's unit) when it finished, else how far it got, when and why."""
+    where = f"greedy race on {info.get('track', '?')} (reset seed {reset_seed})"
+    if info.get("finished"):
+        return f"{where}: finished in {int(info['race_time_ms'])} ms"
+    return (f"{where}: not finished, {float(info.get('progress_fraction', 0.0)):.1%} of the track after "
+            f"{int(info.get('race_time_ms', 0))} ms ({info.get('end_reason', 'unknown')})")
+
+
 @dataclass
 class TrackManiaEnvFactory:
     """Builds environment ``instance`` (picklable: collector processes call it).
@@ -167,6 +177,10 @@ class TrackManiaGraphManager(BasicRLGraphManager):
             stop_at = self.stop_at_evaluation
             if stop_at is not None and race.finished and race.race_time_s <= stop_at:
                 self.reached = True
+
+    def describe_evaluation(self) -> list[str]:
+        """One line per greedy race of the last :meth:`evaluate` (:func:`greedy_race_line`)."""
+        return [greedy_race_line(seed, rollout.final_info or {}) for seed, rollout in self.last_evaluation_episodes]
 
     @property
     def created_at_monotonic(self) -> float:

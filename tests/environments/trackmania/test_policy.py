@@ -1,15 +1,21 @@
 """A TrackMania policy outside its run: the exported policy drives the simulator as the run's agent does,
-and ``--init-from`` carries weights to another map and from the simulator to the real-game backend."""
+a trained export finishes `short` in its run's evaluation time, and ``--init-from`` carries weights to
+another map and from the simulator to the real-game backend."""
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 import yaml
 
 from environments.trackmania.env import TrackManiaEnv
+from environments.trackmania.graph_manager import greedy_race_line
 from environments.trackmania.map_cycle import cycle_entries, entry_track
 from rulka.config import apply_overrides
 from rulka.core_types import RunPhase
 from rulka.export import ExportError, export_policy, init_networks_from
+from rulka.graph_manager import EVAL_SEED_OFFSET
 from rulka.level_manager import LevelManager
 from rulka.policy import load_policy
 from rulka.presets import load_graph_manager
@@ -66,6 +72,62 @@ def test_exported_policy_drives_the_simulator_as_the_run_greedy_agent(tmp_path):
     assert policy_actions == run_actions
     assert policy_info["race_time_ms"] == run_info["race_time_ms"]
     assert policy_info["progress_fraction"] == run_info["progress_fraction"]
+
+
+#: A policy trained on `short` (trackmania_iqn_sim, smaller network), exported with ``rulka export``, with
+#: its run's race log and what ``rulka --evaluate RUN_DIR`` printed: data/short_policy/README.md says how.
+TRAINED = Path(__file__).parent / "data" / "short_policy"
+
+
+def run_evaluation() -> tuple[str, int]:
+    """The greedy race line of the run's ``rulka --evaluate`` (the fixture's evaluate.txt) and its reset seed."""
+    text = (TRAINED / "evaluate.txt").read_text(encoding="utf-8")
+    match = re.search(r"^evaluation: (greedy race on short \(reset seed (\d+)\): .*)$", text, re.MULTILINE)
+    assert match, f"{TRAINED / 'evaluate.txt'} records no greedy race on short"
+    return match[1], int(match[2])
+
+
+def test_trained_export_finishes_short_as_its_run_evaluation():
+    """load_policy on a trained export drives the simulator greedily to the finish of `short` exactly as
+    `rulka --evaluate` raced the run folder: finished, in the same race time (ms). Conditions as the run's evaluation: its reset
+    seed, and the quantiles IQN samples for each action drawn from the same generator state (--seed, then
+    the agent's construction); they matter: the greedy action of a trained IQN changes with them. With the
+    network's initial weights (weights not loaded) the car does not finish in as many actions."""
+    line, reset_seed = run_evaluation()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the run's torch_num_threads: 2 threads on a loaded CPU act 20x slower
+    try:
+        torch.manual_seed(reset_seed - EVAL_SEED_OFFSET)  # as `rulka --evaluate --seed S` seeds before it builds the agent
+        policy = load_policy(TRAINED)
+        env = TrackManiaEnv(policy.config.environment, track="short", backend="sim")
+
+        def greedy_race(max_actions: int = 100_000) -> tuple[dict, int]:
+            observation, _ = env.reset(seed=reset_seed)
+            done, info, actions = False, {}, 0
+            while not done and actions < max_actions:
+                observation, _, terminated, truncated, info = env.step(policy.predict(observation, deterministic=True))
+                done, actions = terminated or truncated, actions + 1
+            return info, actions
+
+        info, actions = greedy_race()
+        assert greedy_race_line(reset_seed, info) == line
+        assert info["finished"]
+        policy.agent.online_network.load_state_dict(policy.agent.create_networks().state_dict())  # initial weights
+        assert not greedy_race(actions)[0].get("finished")
+        env.close()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_evaluate_export_without_preset_reports_the_run_evaluation(capsys):
+    """`rulka --evaluate EXPORT_DIR` (no -p: the export's preset and config snapshot) prints the same
+    greedy race as `rulka --evaluate RUN_DIR` printed for the run: same reset seed, end and race time."""
+    from rulka.cli import main
+
+    line, reset_seed = run_evaluation()
+    assert main(["--evaluate", str(TRAINED), "--device", "cpu", "--seed", str(reset_seed - EVAL_SEED_OFFSET),
+                 "-cp", "training.evaluation_episodes=1"]) == 0
+    assert f"evaluation: {line}" in capsys.readouterr().out
 
 
 def test_init_from_crosses_maps_and_backends(tmp_path):
