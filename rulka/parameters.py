@@ -426,6 +426,16 @@ class PerformanceParameters:
 
     Unit: actions | Range: 50-1000 | See: performance.max_rollout_queue_size
     """
+    collector_buffer_actions: int = 6_000
+    """A collector process whose share of the rollout queue is full never waits in the middle of a
+    race (the game would drop the race after its in-race timeout): it keeps playing into a local
+    buffer of up to this many actions and waits between races, before the next reset. A buffer that
+    fills mid-race (the learner stalled for that many actions) makes the collector wait anyway, and a
+    game kept waiting past its in-race timeout loses the race in flight. Bounds the collector's
+    memory (TrackMania: about 20 KB per action).
+
+    Unit: actions | Range: 2-10 x the longest race | See: performance.max_rollout_queue_size, performance.rollout_chunk_actions
+    """
     collector_timeout_s: float = 300.0
     """A collector that sends nothing for this long (a hung game) is killed and replaced, and the
     processes its environments reported (its games) are killed with it. Must exceed the longest

@@ -244,6 +244,7 @@ register_field_rules({
     "collector_torch_threads": POSITIVE_INT,
     "max_rollout_queue_size": POSITIVE_INT,
     "rollout_chunk_actions": POSITIVE_INT,
+    "collector_buffer_actions": POSITIVE_INT,
     "collector_timeout_s": POSITIVE,
     "collector_backend": choice("processes", "ray"),
     "ray_collector_cpus": NON_NEGATIVE,

@@ -7,6 +7,14 @@ Each child builds its own agent (acting only), ``envs_per_collector`` environmen
 schedules, and sends :class:`~rulka.collection.rollout.Rollout` chunks through its own pipe,
 at most ``max_rollout_queue_size / gpu_collectors_count`` unread at a time (a semaphore).
 
+It never waits for the learner in the middle of a race (a game kept waiting mid-race drops the race
+after its in-race timeout, 30 s for TrackMania): chunks beyond its share of the queue wait in a local
+buffer, and back-pressure applies between races: no environment starts a new episode while chunks
+wait; once every environment is between races, the collector waits for the learner. A buffer that
+reaches ``collector_buffer_actions`` actions mid-race (the learner stalled that long) makes it wait
+anyway, with a warning. Its heartbeat goes on while it waits, sends, and resets an environment
+(launching a game, loading a map, the countdown), so ``collector_timeout_s`` need only cover one step.
+
 The learner (:class:`ProcessCollection`) watches each child: one that raised, died or stayed
 silent past ``collector_timeout_s`` is replaced by a new incarnation; the unfinished episodes of
 the old one are dropped, what it had sent is kept. One pipe per incarnation means a child killed
@@ -19,6 +27,7 @@ no game is orphaned and no port stays held.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import multiprocessing.connection
 import os
@@ -59,11 +68,13 @@ class CollectorFailure(RuntimeError):
 def build_collector(setup: CollectorSetup, collector_id: int, incarnation: int, device: str,
                     read_counters: Callable[[Counters], None],
                     load_policy: Callable[[torch.nn.Module, int], tuple[int, int] | None],
-                    episodes_started: dict[int, int] | None = None) -> Collector:
+                    episodes_started: dict[int, int] | None = None,
+                    on_reset: Callable[[bool], None] | None = None) -> Collector:
     """The acting agent and Collector of one collector incarnation (processes and Ray actors alike).
 
     ``episodes_started`` (environment instance -> episodes): where the previous incarnation, or the
-    run before a resume, left each environment's plan and reset seeds.
+    run before a resume, left each environment's plan and reset seeds. ``on_reset`` brackets every
+    environment reset (True before, False after).
 
     Before each batch of actions the collector reads the learner's counters (``read_counters``) and,
     at an episode start, every ``update_inference_network_every_n_actions`` actions and after a pause
@@ -93,39 +104,51 @@ def build_collector(setup: CollectorSetup, collector_id: int, incarnation: int, 
     instances = setup.instances(collector_id)
     started = [int((episodes_started or {}).get(i, 0)) for i in instances]
     return setup.make_collector(agent, collector_id, incarnation, instances, continues=False,
-                                before_acting=before_acting, episodes_started=started)
+                                before_acting=before_acting, episodes_started=started, on_reset=on_reset)
 
 
 def _collector_main(_modules: UserModules, setup: CollectorSetup, collector_id: int, incarnation: int, device: str,
                     torch_threads: int, policy: SharedPolicy, status: SharedStatus, conn: Any, slots: Any,
                     episodes_started: dict[int, int]) -> None:
-    """Body of a collector process (``_modules``, unpickled first, imported the user's preset files)."""
+    """Body of a collector process (``_modules``, unpickled first, imported the user's preset files).
+
+    It never waits for the learner in the middle of a race: chunks the learner has no room for
+    (``slots``, its share of ``max_rollout_queue_size``) go to a local :class:`_Outbox`, and the
+    collector waits only when every environment is between races (no new race starts while chunks
+    wait), or when the outbox holds ``collector_buffer_actions`` actions (the learner stalled that
+    long; see :class:`_Outbox`).
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the learner stops us
     torch.set_num_threads(max(1, torch_threads))
     parent = tmp.parent_process()
-    collector = None  # the learner's start-up grace covers building it; the loop beats from then on
+    collector = None
     built: dict[str, Collector] = {}
-    sending = _beat_while_waiting(status, collector_id, built)
+    heart = _beat_while_waiting(status, collector_id, built)
+
+    def stopping() -> bool:
+        return bool(status.stop.value) or (parent is not None and not parent.is_alive())
+
     try:
-        collector = build_collector(setup, collector_id, incarnation, device, status.read_counters, policy.load_into,
-                                    episodes_started)
+        heart.resetting(True)  # building the environments may take long too (beats, bounded like a reset)
+        try:
+            collector = build_collector(setup, collector_id, incarnation, device, status.read_counters,
+                                        policy.load_into, episodes_started, on_reset=heart.resetting)
+        finally:
+            heart.resetting(False)
         built["collector"] = collector
-        k = len(collector.slots)
+        outbox = _Outbox(conn, slots, status, collector_id, heart.sending,
+                         setup.config.performance.collector_buffer_actions)
         while not status.stop.value:
             status.beat(collector_id)
-            rollouts = collector.step(bool(status.heatup.value))
-            status.actions[collector_id] += k
-            for rollout in rollouts:
-                while not slots.acquire(timeout=0.5):  # the learner has enough unread: wait
-                    status.beat(collector_id)
-                    if status.stop.value or (parent is not None and not parent.is_alive()):
-                        return
-                sending.set()  # a large rollout waits for the learner to read it: still alive
-                try:
-                    conn.send(("rollout", rollout))
-                finally:
-                    sending.clear()
-                status.sent[collector_id] += 1
+            outbox.send_ready()
+            if outbox.pending and (not collector.racing or outbox.full):
+                # every game waits between races (back-pressure), or the local buffer is full: wait here
+                if not outbox.send_one_waiting(stopping, mid_race=collector.racing):
+                    return
+                continue
+            rollouts = collector.step(bool(status.heatup.value), start_episodes=not outbox.pending)
+            status.actions[collector_id] += collector.last_step_actions
+            outbox.extend(rollouts)
             if parent is not None and not parent.is_alive():
                 return
     except BaseException:  # noqa: BLE001 - report whatever killed us, then die
@@ -142,17 +165,99 @@ def _collector_main(_modules: UserModules, setup: CollectorSetup, collector_id: 
                 pass
 
 
-def _beat_while_waiting(status: SharedStatus, collector_id: int, built: dict[str, Collector]) -> threading.Event:
-    """A thread that keeps the heartbeat going while the returned event is set, and every 0.5 s
-    publishes the processes owned by the environments of ``built["collector"]`` (once built), also
-    while the main thread is blocked launching a game."""
-    waiting = threading.Event()
+class _Outbox:
+    """A collector's local buffer of rollouts the learner has no room for yet, and their sending.
+
+    ``send_ready`` sends, oldest first, as many as the learner's free slots allow, never waiting;
+    ``send_one_waiting`` waits for a slot (heartbeat going) and sends the oldest. The buffer holds at
+    most ``max_actions`` actions in the sense that the collector stops playing and waits once it
+    holds that many (``full``); mid-race that wait may cost the race in flight (a game drops a race it
+    waited in past its in-race timeout), which is logged.
+    """
+
+    def __init__(self, conn: Any, slots: Any, status: SharedStatus, collector_id: int, sending: threading.Event,
+                 max_actions: int) -> None:
+        self.conn, self.slots, self.status, self.collector_id = conn, slots, status, collector_id
+        self.sending = sending
+        self.max_actions = max(1, int(max_actions))
+        self.pending: collections.deque[Rollout] = collections.deque()
+        self.actions = 0
+        self._warned = False
+
+    @property
+    def full(self) -> bool:
+        return self.actions >= self.max_actions
+
+    def extend(self, rollouts: list[Rollout]) -> None:
+        for rollout in rollouts:
+            self.pending.append(rollout)
+            self.actions += rollout.length
+
+    def send_ready(self) -> None:
+        while self.pending and self.slots.acquire(block=False):
+            self._send()
+
+    def send_one_waiting(self, stopping: Callable[[], bool], mid_race: bool) -> bool:
+        """Wait for a slot and send the oldest rollout; False when the collector must stop instead."""
+        if mid_race and not self._warned:
+            self._warned = True
+            log.warning("collector %d: %d actions wait for the learner (performance.collector_buffer_actions = %d) "
+                        "in the middle of a race: waiting; a game kept waiting past its in-race timeout loses the "
+                        "race", self.collector_id, self.actions, self.max_actions)
+        while not self.slots.acquire(timeout=0.5):  # the learner has enough unread: wait
+            self.status.beat(self.collector_id)
+            if stopping():
+                return False
+        self._send()
+        return True
+
+    def _send(self) -> None:
+        rollout = self.pending.popleft()
+        self.actions -= rollout.length
+        self.sending.set()  # a large rollout waits for the learner to read it: still alive
+        try:
+            self.conn.send(("rollout", rollout))
+        finally:
+            self.sending.clear()
+        self.status.sent[self.collector_id] += 1
+        if not self.pending:
+            self._warned = False
+
+
+#: A reset (a game's launch, map load and countdown) keeps the collector's heartbeat going for at most
+#: this long; an environment that resets for longer looks hung to the learner's watchdog.
+RESET_HEARTBEAT_LIMIT_S = 3_600.0
+
+
+class _Heart:
+    """The heartbeat thread's switches: ``sending`` (set while a rollout is being sent) and
+    ``resetting`` (the Collector's ``on_reset``)."""
+
+    def __init__(self) -> None:
+        self.sending = threading.Event()
+        self.reset_since: float | None = None
+
+    def resetting(self, flag: bool) -> None:
+        self.reset_since = time.monotonic() if flag else None
+
+    def beating(self) -> bool:
+        since = self.reset_since
+        return self.sending.is_set() or (since is not None and time.monotonic() - since < RESET_HEARTBEAT_LIMIT_S)
+
+
+def _beat_while_waiting(status: SharedStatus, collector_id: int, built: dict[str, Collector]) -> _Heart:
+    """A thread that keeps the heartbeat going while the main thread sends a rollout or resets an
+    environment (launches a game, loads a map, waits for the countdown: up to
+    ``RESET_HEARTBEAT_LIMIT_S`` per reset), so that ``collector_timeout_s`` need only cover one step of
+    a race; and every 0.5 s publishes the processes owned by the environments of
+    ``built["collector"]`` (once built), also while the main thread is blocked launching a game."""
+    heart = _Heart()
     reported: list[Any] = [None]
 
     def beat() -> None:
         while True:
             time.sleep(0.5)
-            if waiting.is_set():
+            if heart.beating():
                 status.beat(collector_id)
             collector = built.get("collector")
             if collector is not None:
@@ -162,7 +267,7 @@ def _beat_while_waiting(status: SharedStatus, collector_id: int, built: dict[str
                     pass
 
     threading.Thread(target=beat, name="rulka-heartbeat", daemon=True).start()
-    return waiting
+    return heart
 
 
 def _report_owned(status: SharedStatus, collector_id: int, collector: Collector, reported: list[Any]) -> None:
