@@ -69,9 +69,9 @@ def test_a_reset_longer_than_the_collector_timeout_keeps_the_heartbeat_going(tmp
     graph_manager, collection = _collection(collector_timeout_s=1.5)
     try:
         collection.start(graph_manager.agent, heatup=True)
-        rollouts = _poll_until(collection, True, lambda got: sum(r.episode_ended for r in got) >= 3, 90)
+        rollouts = _poll_until(collection, True, lambda got: sum(r.episode_ended for r in got) >= 2, 90)
     finally:
         collection.stop()
     assert collection.stats.restarts == 0, collection.stats.events
-    assert sum(r.episode_ended for r in rollouts) >= 3
+    assert sum(r.episode_ended for r in rollouts) >= 2
     assert not collection.alive_pids()
