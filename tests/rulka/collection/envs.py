@@ -186,3 +186,32 @@ def read_timeline(path) -> list[list[float]]:
         else:
             races[-1].append(float(at))
     return races
+
+
+class GameOwner(Corridor):
+    """The corridor with a "game": a ``sleep`` process in a session of its own (as the TrackMania launcher
+    starts a game, so that it outlives its collector), reported through the ``owned_pids`` hook and ended
+    by ``close``. Its pid is appended to the file ``games``."""
+
+    def __init__(self, games: str) -> None:
+        super().__init__()
+        import subprocess
+
+        self.game = subprocess.Popen(["sleep", "600"], start_new_session=True)
+        with open(games, "a", encoding="utf-8") as f:
+            f.write(f"{self.game.pid}\n")
+
+    def owned_pids(self) -> tuple[int, ...]:
+        return (self.game.pid,) if self.game.poll() is None else ()
+
+    def owned_ports(self) -> tuple[int, ...]:
+        return (45678,)
+
+    def close(self) -> None:
+        self.game.kill()
+        self.game.wait()
+
+
+def game_owner_factory(games: str, params, instance: int = 0) -> gym.Env:
+    """Use as ``functools.partial(game_owner_factory, path)``."""
+    return GameOwner(games)
