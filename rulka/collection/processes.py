@@ -8,8 +8,9 @@ schedules, and sends :class:`~rulka.collection.rollout.Rollout` chunks through i
 at most ``max_rollout_queue_size / gpu_collectors_count`` unread at a time (a semaphore).
 
 It never waits for the learner in the middle of a race (a game kept waiting mid-race drops the race
-after its in-race timeout, 30 s for TrackMania): chunks beyond its share of the queue wait in a local
-buffer, and back-pressure applies between races: no environment starts a new episode while chunks
+after its in-race timeout, 30 s for TrackMania): its chunks go to a local buffer, which a thread of
+its own sends as the learner reads (its share of the queue, and the pipe: a send blocks until the
+learner reads what does not fit in the pipe's 64 KB), and back-pressure applies between races: no environment starts a new episode while chunks
 wait; once every environment is between races, the collector waits for the learner. A buffer that
 reaches ``collector_buffer_actions`` actions mid-race (the learner stalled that long) makes it wait
 anyway, with a warning. Its heartbeat goes on while it waits, sends, and resets an environment
@@ -112,11 +113,11 @@ def _collector_main(_modules: UserModules, setup: CollectorSetup, collector_id: 
                     episodes_started: dict[int, int]) -> None:
     """Body of a collector process (``_modules``, unpickled first, imported the user's preset files).
 
-    It never waits for the learner in the middle of a race: chunks the learner has no room for
-    (``slots``, its share of ``max_rollout_queue_size``) go to a local :class:`_Outbox`, and the
-    collector waits only when every environment is between races (no new race starts while chunks
-    wait), or when the outbox holds ``collector_buffer_actions`` actions (the learner stalled that
-    long; see :class:`_Outbox`).
+    It never waits for the learner in the middle of a race: its chunks go to a local :class:`_Outbox`,
+    whose own thread sends them as the learner makes room (``slots``, its share of
+    ``max_rollout_queue_size``, and the pipe, which holds only 64 KB). The collector waits only when
+    every environment is between races (no new race starts while chunks wait), or when the outbox
+    holds ``collector_buffer_actions`` actions (the learner stalled that long; see :class:`_Outbox`).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the learner stops us
     torch.set_num_threads(max(1, torch_threads))
@@ -124,6 +125,7 @@ def _collector_main(_modules: UserModules, setup: CollectorSetup, collector_id: 
     collector = None
     built: dict[str, Collector] = {}
     heart = _beat_while_waiting(status, collector_id, built)
+    send_lock = threading.Lock()  # one message at a time on the pipe (the outbox's thread, an error report)
 
     def stopping() -> bool:
         return bool(status.stop.value) or (parent is not None and not parent.is_alive())
@@ -136,24 +138,26 @@ def _collector_main(_modules: UserModules, setup: CollectorSetup, collector_id: 
         finally:
             heart.resetting(False)
         built["collector"] = collector
-        outbox = _Outbox(conn, slots, status, collector_id, heart.sending,
+        outbox = _Outbox(conn, send_lock, slots, status, collector_id, stopping,
                          setup.config.performance.collector_buffer_actions)
         while not status.stop.value:
             status.beat(collector_id)
-            outbox.send_ready()
-            if outbox.pending and (not collector.racing or outbox.full):
+            outbox.check()
+            racing = collector.racing
+            if outbox.waiting and (not racing or outbox.full):
                 # every game waits between races (back-pressure), or the local buffer is full: wait here
-                if not outbox.send_one_waiting(stopping, mid_race=collector.racing):
+                if not outbox.wait_for_room(mid_race=racing):
                     return
                 continue
-            rollouts = collector.step(bool(status.heatup.value), start_episodes=not outbox.pending)
+            rollouts = collector.step(bool(status.heatup.value), start_episodes=not outbox.waiting)
             status.actions[collector_id] += collector.last_step_actions
             outbox.extend(rollouts)
             if parent is not None and not parent.is_alive():
                 return
     except BaseException:  # noqa: BLE001 - report whatever killed us, then die
         try:
-            conn.send(("error", traceback.format_exc()))
+            if send_lock.acquire(timeout=5.0):  # the outbox's thread may be stuck in a send nobody reads
+                conn.send(("error", traceback.format_exc()))
         except Exception:  # noqa: BLE001
             pass
         raise SystemExit(1) from None
@@ -166,62 +170,89 @@ def _collector_main(_modules: UserModules, setup: CollectorSetup, collector_id: 
 
 
 class _Outbox:
-    """A collector's local buffer of rollouts the learner has no room for yet, and their sending.
+    """A collector's local buffer of rollouts not yet handed to the learner, and the thread that sends them.
 
-    ``send_ready`` sends, oldest first, as many as the learner's free slots allow, never waiting;
-    ``send_one_waiting`` waits for a slot (heartbeat going) and sends the oldest. The buffer holds at
-    most ``max_actions`` actions in the sense that the collector stops playing and waits once it
-    holds that many (``full``); mid-race that wait may cost the race in flight (a game drops a race it
-    waited in past its in-race timeout), which is logged.
+    The thread sends the oldest rollout once the learner has a free slot, blocking in the pipe as long
+    as the learner takes to read it; the collector's main thread never blocks on the learner while
+    racing. ``waiting``: some rollout is not yet sent (the learner has enough unread: start no new
+    race). ``full``: the buffer holds ``max_actions`` actions or more; the collector then waits even
+    in the middle of a race (``wait_for_room``, logged once per stall): a game kept waiting past its
+    in-race timeout then loses the race in flight. So the buffer holds at most ``max_actions`` plus
+    one step's chunks.
     """
 
-    def __init__(self, conn: Any, slots: Any, status: SharedStatus, collector_id: int, sending: threading.Event,
-                 max_actions: int) -> None:
-        self.conn, self.slots, self.status, self.collector_id = conn, slots, status, collector_id
-        self.sending = sending
+    def __init__(self, conn: Any, send_lock: threading.Lock, slots: Any, status: SharedStatus, collector_id: int,
+                 stopping: Callable[[], bool], max_actions: int) -> None:
+        self.conn, self.send_lock, self.slots, self.status = conn, send_lock, slots, status
+        self.collector_id, self.stopping = collector_id, stopping
         self.max_actions = max(1, int(max_actions))
-        self.pending: collections.deque[Rollout] = collections.deque()
+        self.pending: collections.deque[Rollout] = collections.deque()  # the oldest is being sent
         self.actions = 0
+        self.error: BaseException | None = None
+        self._changed = threading.Condition()
         self._warned = False
+        threading.Thread(target=self._run, name="rulka-outbox", daemon=True).start()
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self.pending)
 
     @property
     def full(self) -> bool:
         return self.actions >= self.max_actions
 
     def extend(self, rollouts: list[Rollout]) -> None:
-        for rollout in rollouts:
-            self.pending.append(rollout)
-            self.actions += rollout.length
+        if not rollouts:
+            return
+        with self._changed:
+            for rollout in rollouts:
+                self.pending.append(rollout)
+                self.actions += rollout.length
+            self._changed.notify_all()
 
-    def send_ready(self) -> None:
-        while self.pending and self.slots.acquire(block=False):
-            self._send()
+    def check(self) -> None:
+        """Raise what broke the sending thread (the pipe), in the main thread."""
+        if self.error is not None:
+            raise RuntimeError(f"sending a rollout failed: {self.error!r}") from self.error
 
-    def send_one_waiting(self, stopping: Callable[[], bool], mid_race: bool) -> bool:
-        """Wait for a slot and send the oldest rollout; False when the collector must stop instead."""
+    def wait_for_room(self, mid_race: bool) -> bool:
+        """Wait, heartbeat going, until the buffer is empty (between races) or no longer full (mid-race);
+        False when the collector must stop instead."""
         if mid_race and not self._warned:
             self._warned = True
             log.warning("collector %d: %d actions wait for the learner (performance.collector_buffer_actions = %d) "
                         "in the middle of a race: waiting; a game kept waiting past its in-race timeout loses the "
                         "race", self.collector_id, self.actions, self.max_actions)
-        while not self.slots.acquire(timeout=0.5):  # the learner has enough unread: wait
-            self.status.beat(self.collector_id)
-            if stopping():
-                return False
-        self._send()
-        return True
-
-    def _send(self) -> None:
-        rollout = self.pending.popleft()
-        self.actions -= rollout.length
-        self.sending.set()  # a large rollout waits for the learner to read it: still alive
-        try:
-            self.conn.send(("rollout", rollout))
-        finally:
-            self.sending.clear()
-        self.status.sent[self.collector_id] += 1
+        with self._changed:
+            while self.pending and (not mid_race or self.full):
+                self.status.beat(self.collector_id)
+                self.check()
+                if self.stopping():
+                    return False
+                self._changed.wait(0.5)
         if not self.pending:
             self._warned = False
+        return True
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._changed:
+                    while not self.pending:
+                        self._changed.wait()
+                    rollout = self.pending[0]
+                while not self.slots.acquire(timeout=0.5):  # the learner has enough unread
+                    if self.stopping():
+                        return
+                with self.send_lock:
+                    self.conn.send(("rollout", rollout))
+                self.status.sent[self.collector_id] += 1
+                with self._changed:
+                    self.pending.popleft()
+                    self.actions -= rollout.length
+                    self._changed.notify_all()
+        except BaseException as error:  # noqa: BLE001 - the pipe broke: the main thread raises it
+            self.error = error
 
 
 #: A reset (a game's launch, map load and countdown) keeps the collector's heartbeat going for at most
@@ -230,11 +261,9 @@ RESET_HEARTBEAT_LIMIT_S = 3_600.0
 
 
 class _Heart:
-    """The heartbeat thread's switches: ``sending`` (set while a rollout is being sent) and
-    ``resetting`` (the Collector's ``on_reset``)."""
+    """The heartbeat thread's switch: ``resetting`` (the Collector's ``on_reset``)."""
 
     def __init__(self) -> None:
-        self.sending = threading.Event()
         self.reset_since: float | None = None
 
     def resetting(self, flag: bool) -> None:
@@ -242,12 +271,11 @@ class _Heart:
 
     def beating(self) -> bool:
         since = self.reset_since
-        return self.sending.is_set() or (since is not None and time.monotonic() - since < RESET_HEARTBEAT_LIMIT_S)
+        return since is not None and time.monotonic() - since < RESET_HEARTBEAT_LIMIT_S
 
 
 def _beat_while_waiting(status: SharedStatus, collector_id: int, built: dict[str, Collector]) -> _Heart:
-    """A thread that keeps the heartbeat going while the main thread sends a rollout or resets an
-    environment (launches a game, loads a map, waits for the countdown: up to
+    """A thread that keeps the heartbeat going while the main thread resets an environment (launches a game, loads a map, waits for the countdown: up to
     ``RESET_HEARTBEAT_LIMIT_S`` per reset), so that ``collector_timeout_s`` need only cover one step of
     a race; and every 0.5 s publishes the processes owned by the environments of
     ``built["collector"]`` (once built), also while the main thread is blocked launching a game."""

@@ -63,10 +63,10 @@ def test_a_learner_that_does_not_read_stalls_the_collector_between_races_not_ins
 
 @pytest.mark.reliability
 def test_a_reset_longer_than_the_collector_timeout_keeps_the_heartbeat_going(tmp_path, monkeypatch):
-    """Every reset takes 3 s (a game's launch, map load, countdown), collector_timeout_s is 1.5 s: the
+    """Every reset takes 5 s (a game's launch, map load, countdown), collector_timeout_s is 2.5 s: the
     collector is not killed, races keep arriving."""
-    monkeypatch.setenv("RULKA_TEST_RESET_S", "3")
-    graph_manager, collection = _collection(collector_timeout_s=1.5)
+    monkeypatch.setenv("RULKA_TEST_RESET_S", "5")
+    graph_manager, collection = _collection(collector_timeout_s=2.5)
     try:
         collection.start(graph_manager.agent, heatup=True)
         rollouts = _poll_until(collection, True, lambda got: sum(r.episode_ended for r in got) >= 2, 90)
