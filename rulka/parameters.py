@@ -447,10 +447,23 @@ class PerformanceParameters:
 
     Unit: actions | Range: 50-1000 | See: performance.max_rollout_queue_size
     """
+    collector_buffer_actions: int = param(6_000, POSITIVE_INT)
+    """A collector process whose share of the rollout queue is full never waits in the middle of a
+    race (the game would drop the race after its in-race timeout): it keeps playing into a local
+    buffer of up to this many actions and waits between races, before the next reset. A buffer that
+    fills mid-race (the learner stalled for that many actions) makes the collector wait anyway, and a
+    game kept waiting past its in-race timeout loses the race in flight. Bounds the collector's
+    memory (TrackMania: about 20 KB per action).
+
+    Unit: actions | Range: 2-10 x the longest race | See: performance.max_rollout_queue_size, performance.rollout_chunk_actions
+    """
     collector_timeout_s: float = param(300.0, POSITIVE)
-    """A collector that sends nothing for this long (a hung game) is killed and replaced, and the
-    processes its environments reported (its games) are killed with it. Must exceed the longest
-    silent stretch, e.g. a game (re)start: TrackMania's real game refuses, before the run starts, a
+    """A collector that gives no sign of life for this long (a hung game) is killed and replaced, and
+    the processes its environments reported (its games) are killed with it. Collector processes beat
+    while they wait for the learner and while an environment resets (a game's launch, map load,
+    countdown), so it need only exceed one step: TrackMania's real game refuses, before the run starts,
+    a value below its in-race timeout (environment.timeout_during_run_ms, 30 s) + 30 s. A Ray actor
+    shows life only when a call returns, which may span a game's start: there the real game refuses a
     value below its start deadline (TMI_START_TIMEOUT_S, default 600 s) + 60 s.
 
     Unit: s | Range: 60-600 | See: environment.timeout_during_run_ms

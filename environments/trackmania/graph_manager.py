@@ -33,28 +33,42 @@ from rulka.parameters import PresetValidationParameters
 SIM_PRESET_HINT = "rulka -p trackmania_iqn_sim (the same agent on the built-in simulator)"
 #: Seconds the collector watchdog must allow beyond the game's start deadline (connect, configure).
 START_MARGIN_S = 60.0
+#: Seconds the watchdog of collector processes must allow beyond one race step's own timeout.
+STEP_MARGIN_S = 30.0
 
 
-def check_collector_timeout(collector_timeout_s: float, start_timeout_s: float, collectors: int) -> None:
-    """Refuse a watchdog that may fire while a game is still starting.
+def check_collector_timeout(collector_timeout_s: float, start_timeout_s: float, collectors: int,
+                            backend: str = "processes", step_timeout_s: float = 30.0) -> None:
+    """Refuse a watchdog that may fire before the game itself gives up.
 
-    A collector sends nothing while its game launches, loads a map and counts down, which may take up
-    to the game's start deadline (``TMI_START_TIMEOUT_S``, default 600 s); the learner kills a
-    collector silent for ``collector_timeout_s``. Only collector processes have the watchdog
-    (``collectors`` > 0).
+    Collector processes keep their heartbeat going while a game launches, loads a map and counts down;
+    between two heartbeats they play one step, which the game bounds by its in-race timeout
+    (``environment.timeout_during_run_ms``, ``step_timeout_s``): ``collector_timeout_s`` must exceed it
+    by ``STEP_MARGIN_S``. A Ray actor reports only when a ``collect`` call returns, and a call may span
+    a game's start (``TMI_START_TIMEOUT_S``, default 600 s): there it must exceed the start deadline by
+    ``START_MARGIN_S``. In the learner's process (``collectors`` 0) there is no watchdog.
 
     Raises:
-        ConfigError: ``collector_timeout_s`` < start deadline + ``START_MARGIN_S``, naming both fixes.
+        ConfigError: ``collector_timeout_s`` too short, naming both fixes.
     """
     if collectors <= 0:
         return
-    needed = float(start_timeout_s) + START_MARGIN_S
+    if backend == "ray":
+        needed = float(start_timeout_s) + START_MARGIN_S
+        if float(collector_timeout_s) < needed:
+            raise ConfigError(
+                f"performance.collector_timeout_s = {collector_timeout_s:g} s would kill a Ray collector whose game is "
+                f"still starting (the game's start deadline is {start_timeout_s:g} s, TMI_START_TIMEOUT_S): set "
+                f"performance.collector_timeout_s to at least {needed:g} (-cp performance.collector_timeout_s={needed:g}) "
+                f"or lower TMI_START_TIMEOUT_S to at most {float(collector_timeout_s) - START_MARGIN_S:g}")
+        return
+    needed = float(step_timeout_s) + STEP_MARGIN_S
     if float(collector_timeout_s) < needed:
         raise ConfigError(
-            f"performance.collector_timeout_s = {collector_timeout_s:g} s would kill a collector whose game is still "
-            f"starting (the game's start deadline is {start_timeout_s:g} s, TMI_START_TIMEOUT_S): set "
+            f"performance.collector_timeout_s = {collector_timeout_s:g} s would kill a collector whose game may still "
+            f"answer one race step (environment.timeout_during_run_ms = {step_timeout_s * 1000:g} ms): set "
             f"performance.collector_timeout_s to at least {needed:g} (-cp performance.collector_timeout_s={needed:g}) "
-            f"or lower TMI_START_TIMEOUT_S to at most {float(collector_timeout_s) - START_MARGIN_S:g}")
+            f"or lower environment.timeout_during_run_ms to at most {(float(collector_timeout_s) - STEP_MARGIN_S) * 1000:g}")
 
 
 def greedy_race_line(reset_seed: int, info: dict[str, Any]) -> str:
@@ -147,7 +161,9 @@ class TrackManiaGraphManager(BasicRLGraphManager):
 
         check_collector_timeout(self.config.performance.collector_timeout_s,
                                 settings.start_timeout_s or DEFAULT_START_TIMEOUT_S,
-                                self.config.performance.gpu_collectors_count)
+                                self.config.performance.gpu_collectors_count,
+                                self.config.performance.collector_backend,
+                                self.config.environment.timeout_during_run_ms / 1000.0)
 
         check_running_speed(self.config.performance.running_speed)  # warns now, before any game starts
 

@@ -8,6 +8,12 @@ explore or race greedily, store or not). Steps are gathered per environment and 
 
 The same class runs in the learner's process (``gpu_collectors_count: 0``) and in collector
 processes; only where its policy and counters come from differs (``before_acting``).
+
+Between races: ``step(heatup, start_episodes=False)`` leaves an environment whose episode ended
+waiting (no reset) and steps only the others, so a caller can hold back new races (back-pressure)
+without stalling an environment in the middle of one (a game that waits mid-race drops the race after
+its in-race timeout). ``on_reset(True)`` / ``on_reset(False)`` bracket every reset (a game's launch, map
+load and countdown), e.g. to keep a heartbeat going.
 """
 from __future__ import annotations
 
@@ -74,6 +80,7 @@ class Collector:
             returns the gradient updates of the weights about to act.
         episodes_started: per environment, the episodes a previous collector already started (a
             replaced collector, a resumed run): reset seeds and plans continue from there.
+        on_reset: called with True before and False after each environment reset.
     """
 
     def __init__(self, agent: Agent, levels: Sequence[LevelManager], plans: Sequence[EpisodePlan],
@@ -81,7 +88,8 @@ class Collector:
                  chunk_actions: int = 400, continues: bool = False, info_keys: Sequence[str] = (),
                  record_steps: bool = True,
                  before_acting: Callable[[bool], int] | None = None,
-                 episodes_started: Sequence[int] | None = None) -> None:
+                 episodes_started: Sequence[int] | None = None,
+                 on_reset: Callable[[bool], None] | None = None) -> None:
         if len(levels) != len(plans) or not levels:
             raise ValueError(f"give one plan per environment (got {len(levels)} environments, {len(plans)} plans)")
         instances = list(range(len(levels))) if instances is None else list(instances)
@@ -97,41 +105,67 @@ class Collector:
         self.info_keys = tuple(info_keys)
         self.record_steps = record_steps
         self.before_acting = before_acting or (lambda starting: agent.counters.gradient_updates)
+        self.on_reset = on_reset
         self.actions_played = 0
+        #: Actions the last ``step`` played (one per environment it stepped).
+        self.last_step_actions = 0
         self._batch = {k: np.zeros((len(levels), *s.shape), dtype=s.dtype)
                        for k, s in agent.observation_space.spaces.items()}
 
     # ------------------------------------------------------------------ stepping
-    def step(self, heatup: bool) -> list[Rollout]:
-        """One action in every environment; the chunks this completed."""
+    def step(self, heatup: bool, start_episodes: bool = True) -> list[Rollout]:
+        """One action in every environment; the chunks this completed.
+
+        With ``start_episodes`` false, an environment whose episode ended is not reset and plays no
+        action (it waits between races); the others play on. When every environment waits, nothing
+        is played (``last_step_actions`` is 0).
+        """
         starting = False
+        active = []
         for slot in self.slots:
             if slot.level.observation is None:
+                if not start_episodes:
+                    continue
                 self._start_episode(slot)
                 starting = True
+            active.append(slot)
+        self.last_step_actions = len(active)
+        if not active:
+            return []
         policy_updates = self.before_acting(starting)
         chosen_at = time.time()
-        for slot in self.slots:
+        for slot in active:
             if not slot.actions:
                 slot.policy_updates = policy_updates
             slot.played_in_heatup |= heatup
-        phases = [self._phase(slot.spec, heatup) for slot in self.slots]
-        actions, greedy = self._choose(phases)
+        phases = [self._phase(slot.spec, heatup) for slot in active]
+        actions, greedy = self._choose(active, phases)
         rollouts = []
-        for i, slot in enumerate(self.slots):
+        for i, slot in enumerate(active):
             if self.record_steps:
                 slot.step_policy_updates.append(policy_updates)
                 slot.step_times.append(chosen_at)
             rollout = self._apply(slot, int(actions[i]), bool(greedy[i]), phases[i])
             if rollout is not None:
                 rollouts.append(rollout)
-        self.actions_played += len(self.slots)
+        self.actions_played += len(active)
         return rollouts
+
+    @property
+    def racing(self) -> bool:
+        """Some environment is in the middle of an episode."""
+        return any(slot.level.observation is not None for slot in self.slots)
 
     def _start_episode(self, slot: _Slot) -> None:
         spec = slot.plan.next_episode()
         seed = spec.seed if spec.seed is not None else episode_seed(self.seed, slot.instance, slot.episodes_started)
-        observation = slot.level.reset(seed=seed, options=spec.reset_options)
+        if self.on_reset is not None:
+            self.on_reset(True)
+        try:
+            observation = slot.level.reset(seed=seed, options=spec.reset_options)
+        finally:
+            if self.on_reset is not None:
+                self.on_reset(False)
         slot.spec = spec
         slot.episodes_started += 1
         slot.played_in_heatup = False
@@ -143,19 +177,21 @@ class Collector:
             return RunPhase.HEATUP
         return RunPhase.TRAIN if spec.explore else RunPhase.EVALUATE
 
-    def _choose(self, phases: list[RunPhase]) -> tuple[np.ndarray, np.ndarray]:
-        """Actions for every environment: one forward pass per distinct phase (usually one)."""
-        for i, slot in enumerate(self.slots):
+    def _choose(self, active: list[_Slot], phases: list[RunPhase]) -> tuple[np.ndarray, np.ndarray]:
+        """Actions for the ``active`` environments: one forward pass per distinct phase (usually one)."""
+        for i, slot in enumerate(active):
             for key, array in self._batch.items():
                 array[i] = slot.level.observation[key]
+        n = len(active)
+        batch = self._batch if n == len(self.slots) else {k: v[:n] for k, v in self._batch.items()}
         if all(p is phases[0] for p in phases):
-            info = self.agent.act(self._batch, phases[0])
+            info = self.agent.act(batch, phases[0])
             return info.actions, info.was_greedy
-        actions = np.zeros(len(self.slots), dtype=np.int64)
-        greedy = np.zeros(len(self.slots), dtype=bool)
+        actions = np.zeros(n, dtype=np.int64)
+        greedy = np.zeros(n, dtype=bool)
         for phase in set(phases):
             rows = np.array([i for i, p in enumerate(phases) if p is phase])
-            info = self.agent.act({k: v[rows] for k, v in self._batch.items()}, phase)
+            info = self.agent.act({k: v[rows] for k, v in batch.items()}, phase)
             actions[rows], greedy[rows] = info.actions, info.was_greedy
         return actions, greedy
 

@@ -7,6 +7,15 @@ Each child builds its own agent (acting only), ``envs_per_collector`` environmen
 schedules, and sends :class:`~rulka.collection.rollout.Rollout` chunks through its own pipe,
 at most ``max_rollout_queue_size / gpu_collectors_count`` unread at a time (a semaphore).
 
+It never waits for the learner in the middle of a race (a game kept waiting mid-race drops the race
+after its in-race timeout, 30 s for TrackMania): its chunks go to a local buffer, which a thread of
+its own sends as the learner reads (its share of the queue, and the pipe: a send blocks until the
+learner reads what does not fit in the pipe's 64 KB), and back-pressure applies between races: no environment starts a new episode while chunks
+wait; once every environment is between races, the collector waits for the learner. A buffer that
+reaches ``collector_buffer_actions`` actions mid-race (the learner stalled that long) makes it wait
+anyway, with a warning. Its heartbeat goes on while it waits, sends, and resets an environment
+(launching a game, loading a map, the countdown), so ``collector_timeout_s`` need only cover one step.
+
 The learner (:class:`ProcessCollection`) watches each child: one that raised, died or stayed
 silent past ``collector_timeout_s`` is replaced by a new incarnation; the unfinished episodes of
 the old one are dropped, what it had sent is kept. One pipe per incarnation means a child killed
@@ -19,6 +28,7 @@ no game is orphaned and no port stays held.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import multiprocessing.connection
 import os
@@ -59,11 +69,13 @@ class CollectorFailure(RuntimeError):
 def build_collector(setup: CollectorSetup, collector_id: int, incarnation: int, device: str,
                     read_counters: Callable[[Counters], None],
                     load_policy: Callable[[torch.nn.Module, int], tuple[int, int] | None],
-                    episodes_started: dict[int, int] | None = None) -> Collector:
+                    episodes_started: dict[int, int] | None = None,
+                    on_reset: Callable[[bool], None] | None = None) -> Collector:
     """The acting agent and Collector of one collector incarnation (processes and Ray actors alike).
 
     ``episodes_started`` (environment instance -> episodes): where the previous incarnation, or the
-    run before a resume, left each environment's plan and reset seeds.
+    run before a resume, left each environment's plan and reset seeds. ``on_reset`` brackets every
+    environment reset (True before, False after).
 
     Before each batch of actions the collector reads the learner's counters (``read_counters``) and,
     at an episode start, every ``update_inference_network_every_n_actions`` actions and after a pause
@@ -93,44 +105,59 @@ def build_collector(setup: CollectorSetup, collector_id: int, incarnation: int, 
     instances = setup.instances(collector_id)
     started = [int((episodes_started or {}).get(i, 0)) for i in instances]
     return setup.make_collector(agent, collector_id, incarnation, instances, continues=False,
-                                before_acting=before_acting, episodes_started=started)
+                                before_acting=before_acting, episodes_started=started, on_reset=on_reset)
 
 
 def _collector_main(_modules: UserModules, setup: CollectorSetup, collector_id: int, incarnation: int, device: str,
                     torch_threads: int, policy: SharedPolicy, status: SharedStatus, conn: Any, slots: Any,
                     episodes_started: dict[int, int]) -> None:
-    """Body of a collector process (``_modules``, unpickled first, imported the user's preset files)."""
+    """Body of a collector process (``_modules``, unpickled first, imported the user's preset files).
+
+    It never waits for the learner in the middle of a race: its chunks go to a local :class:`_Outbox`,
+    whose own thread sends them as the learner makes room (``slots``, its share of
+    ``max_rollout_queue_size``, and the pipe, which holds only 64 KB). The collector waits only when
+    every environment is between races (no new race starts while chunks wait), or when the outbox
+    holds ``collector_buffer_actions`` actions (the learner stalled that long; see :class:`_Outbox`).
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the learner stops us
     torch.set_num_threads(max(1, torch_threads))
     parent = tmp.parent_process()
-    collector = None  # the learner's start-up grace covers building it; the loop beats from then on
+    collector = None
     built: dict[str, Collector] = {}
-    sending = _beat_while_waiting(status, collector_id, built)
+    heart = _beat_while_waiting(status, collector_id, built)
+    send_lock = threading.Lock()  # one message at a time on the pipe (the outbox's thread, an error report)
+
+    def stopping() -> bool:
+        return bool(status.stop.value) or (parent is not None and not parent.is_alive())
+
     try:
-        collector = build_collector(setup, collector_id, incarnation, device, status.read_counters, policy.load_into,
-                                    episodes_started)
+        heart.resetting(True)  # building the environments may take long too (beats, bounded like a reset)
+        try:
+            collector = build_collector(setup, collector_id, incarnation, device, status.read_counters,
+                                        policy.load_into, episodes_started, on_reset=heart.resetting)
+        finally:
+            heart.resetting(False)
         built["collector"] = collector
-        k = len(collector.slots)
+        outbox = _Outbox(conn, send_lock, slots, status, collector_id, stopping,
+                         setup.config.performance.collector_buffer_actions)
         while not status.stop.value:
             status.beat(collector_id)
-            rollouts = collector.step(bool(status.heatup.value))
-            status.actions[collector_id] += k
-            for rollout in rollouts:
-                while not slots.acquire(timeout=0.5):  # the learner has enough unread: wait
-                    status.beat(collector_id)
-                    if status.stop.value or (parent is not None and not parent.is_alive()):
-                        return
-                sending.set()  # a large rollout waits for the learner to read it: still alive
-                try:
-                    conn.send(("rollout", rollout))
-                finally:
-                    sending.clear()
-                status.sent[collector_id] += 1
+            outbox.check()
+            racing = collector.racing
+            if outbox.waiting and (not racing or outbox.full):
+                # every game waits between races (back-pressure), or the local buffer is full: wait here
+                if not outbox.wait_for_room(mid_race=racing):
+                    return
+                continue
+            rollouts = collector.step(bool(status.heatup.value), start_episodes=not outbox.waiting)
+            status.actions[collector_id] += collector.last_step_actions
+            outbox.extend(rollouts)
             if parent is not None and not parent.is_alive():
                 return
     except BaseException:  # noqa: BLE001 - report whatever killed us, then die
         try:
-            conn.send(("error", traceback.format_exc()))
+            if send_lock.acquire(timeout=5.0):  # the outbox's thread may be stuck in a send nobody reads
+                conn.send(("error", traceback.format_exc()))
         except Exception:  # noqa: BLE001
             pass
         raise SystemExit(1) from None
@@ -142,17 +169,123 @@ def _collector_main(_modules: UserModules, setup: CollectorSetup, collector_id: 
                 pass
 
 
-def _beat_while_waiting(status: SharedStatus, collector_id: int, built: dict[str, Collector]) -> threading.Event:
-    """A thread that keeps the heartbeat going while the returned event is set, and every 0.5 s
-    publishes the processes owned by the environments of ``built["collector"]`` (once built), also
-    while the main thread is blocked launching a game."""
-    waiting = threading.Event()
+class _Outbox:
+    """A collector's local buffer of rollouts not yet handed to the learner, and the thread that sends them.
+
+    The thread sends the oldest rollout once the learner has a free slot, blocking in the pipe as long
+    as the learner takes to read it; the collector's main thread never blocks on the learner while
+    racing. ``waiting``: some rollout is not yet sent (the learner has enough unread: start no new
+    race). ``full``: the buffer holds ``max_actions`` actions or more; the collector then waits even
+    in the middle of a race (``wait_for_room``, logged once per stall): a game kept waiting past its
+    in-race timeout then loses the race in flight. So the buffer holds at most ``max_actions`` plus
+    one step's chunks.
+    """
+
+    def __init__(self, conn: Any, send_lock: threading.Lock, slots: Any, status: SharedStatus, collector_id: int,
+                 stopping: Callable[[], bool], max_actions: int) -> None:
+        self.conn, self.send_lock, self.slots, self.status = conn, send_lock, slots, status
+        self.collector_id, self.stopping = collector_id, stopping
+        self.max_actions = max(1, int(max_actions))
+        self.pending: collections.deque[Rollout] = collections.deque()  # the oldest is being sent
+        self.actions = 0
+        self.error: BaseException | None = None
+        self._changed = threading.Condition()
+        self._warned = False
+        threading.Thread(target=self._run, name="rulka-outbox", daemon=True).start()
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self.pending)
+
+    @property
+    def full(self) -> bool:
+        return self.actions >= self.max_actions
+
+    def extend(self, rollouts: list[Rollout]) -> None:
+        if not rollouts:
+            return
+        with self._changed:
+            for rollout in rollouts:
+                self.pending.append(rollout)
+                self.actions += rollout.length
+            self._changed.notify_all()
+
+    def check(self) -> None:
+        """Raise what broke the sending thread (the pipe), in the main thread."""
+        if self.error is not None:
+            raise RuntimeError(f"sending a rollout failed: {self.error!r}") from self.error
+
+    def wait_for_room(self, mid_race: bool) -> bool:
+        """Wait, heartbeat going, until the buffer is empty (between races) or no longer full (mid-race);
+        False when the collector must stop instead."""
+        if mid_race and not self._warned:
+            self._warned = True
+            log.warning("collector %d: %d actions wait for the learner (performance.collector_buffer_actions = %d) "
+                        "in the middle of a race: waiting; a game kept waiting past its in-race timeout loses the "
+                        "race", self.collector_id, self.actions, self.max_actions)
+        with self._changed:
+            while self.pending and (not mid_race or self.full):
+                self.status.beat(self.collector_id)
+                self.check()
+                if self.stopping():
+                    return False
+                self._changed.wait(0.5)
+        if not self.pending:
+            self._warned = False
+        return True
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._changed:
+                    while not self.pending:
+                        self._changed.wait()
+                    rollout = self.pending[0]
+                while not self.slots.acquire(timeout=0.5):  # the learner has enough unread
+                    if self.stopping():
+                        return
+                with self.send_lock:
+                    self.conn.send(("rollout", rollout))
+                self.status.sent[self.collector_id] += 1
+                with self._changed:
+                    self.pending.popleft()
+                    self.actions -= rollout.length
+                    self._changed.notify_all()
+        except BaseException as error:  # noqa: BLE001 - the pipe broke: the main thread raises it
+            self.error = error
+
+
+#: A reset (a game's launch, map load and countdown) keeps the collector's heartbeat going for at most
+#: this long; an environment that resets for longer looks hung to the learner's watchdog.
+RESET_HEARTBEAT_LIMIT_S = 3_600.0
+
+
+class _Heart:
+    """The heartbeat thread's switch: ``resetting`` (the Collector's ``on_reset``)."""
+
+    def __init__(self) -> None:
+        self.reset_since: float | None = None
+
+    def resetting(self, flag: bool) -> None:
+        self.reset_since = time.monotonic() if flag else None
+
+    def beating(self) -> bool:
+        since = self.reset_since
+        return since is not None and time.monotonic() - since < RESET_HEARTBEAT_LIMIT_S
+
+
+def _beat_while_waiting(status: SharedStatus, collector_id: int, built: dict[str, Collector]) -> _Heart:
+    """A thread that keeps the heartbeat going while the main thread resets an environment (launches a game, loads a map, waits for the countdown: up to
+    ``RESET_HEARTBEAT_LIMIT_S`` per reset), so that ``collector_timeout_s`` need only cover one step of
+    a race; and every 0.5 s publishes the processes owned by the environments of
+    ``built["collector"]`` (once built), also while the main thread is blocked launching a game."""
+    heart = _Heart()
     reported: list[Any] = [None]
 
     def beat() -> None:
         while True:
             time.sleep(0.5)
-            if waiting.is_set():
+            if heart.beating():
                 status.beat(collector_id)
             collector = built.get("collector")
             if collector is not None:
@@ -162,7 +295,7 @@ def _beat_while_waiting(status: SharedStatus, collector_id: int, built: dict[str
                     pass
 
     threading.Thread(target=beat, name="rulka-heartbeat", daemon=True).start()
-    return waiting
+    return heart
 
 
 def _report_owned(status: SharedStatus, collector_id: int, collector: Collector, reported: list[Any]) -> None:

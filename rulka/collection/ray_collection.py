@@ -25,6 +25,14 @@ Faults: an actor whose call raised, that died (killed, its node lost) or that st
 resources (CPUs, GPUs, custom resources such as ``{"tmnf": 1}``) are free; its unfinished episodes
 are dropped, what it returned is kept. ``MAX_FAILED_STARTS`` failures in a row before any rollout
 stop the run with :class:`~rulka.collection.processes.CollectorFailure`.
+
+Games: each actor reports the processes its environments own (:mod:`rulka.collection.owned`: pids
+with their start times, ports) with every call's result, and on request (``owned``, in the refresh
+group, so it answers while a ``collect`` is stuck launching a game). Before an actor is replaced, and
+when the collection stops, the learner asks a live actor for a fresh report, ends the actor and kills
+the processes last reported, each only under its reported start time: on the learner's own node
+directly, on another node through a Ray task pinned to that node (``kill_owned_on_node``). ``stop``
+first lets each actor close its environments (``close``), which ends their games politely.
 """
 from __future__ import annotations
 
@@ -40,6 +48,7 @@ import numpy as np
 import torch
 
 from agents.agent import Agent
+from rulka.collection.owned import identify, kill_reported, owned_pids, owned_ports, process_start_time
 from rulka.collection.processes import (MAX_FAILED_STARTS, STARTUP_GRACE_S, CollectionStats, CollectorFailure,
                                         EpisodeCounts, _collector_device, build_collector)
 from rulka.collection.rollout import Rollout
@@ -58,6 +67,8 @@ COUNTERS_REFRESH_EVERY_S = 0.1
 REFRESH_GROUP = "refresh"
 #: How Ray places collector actors: spread over the nodes that have their resources.
 SCHEDULING_STRATEGY = "SPREAD"
+#: Seconds the learner waits for an actor's fresh report of its games, and for them to be gone once killed.
+OWNED_WAIT_S = 2.0
 _COUNTER_NAMES = ("env_steps", "episodes", "gradient_updates", "transitions_sampled")
 
 
@@ -151,8 +162,9 @@ class RayCollectorActor:
         return version, updates
 
     def collect(self, seq: int, counters: np.ndarray, heatup: bool,
-                weights: tuple[int, int, list[Any]] | None) -> tuple[list[Rollout], int, str, int, str]:
-        """Play until at least one chunk is complete: (chunks, actions played, node IP, pid, node id).
+                weights: tuple[int, int, list[Any]] | None) -> tuple[list[Rollout], int, str, int, str, Any]:
+        """Play until at least one chunk is complete: (chunks, actions played, node IP, pid, node id,
+        games as :meth:`owned` reports them).
 
         The arguments are the learner's state when the call was queued; a newer ``refresh`` wins.
         """
@@ -162,7 +174,16 @@ class RayCollectorActor:
         while not rollouts:
             rollouts = self.collector.step(bool(self.board[2]))
             played += len(self.collector.slots)
-        return rollouts, played, self.node, self.pid, self.node_id
+        return rollouts, played, self.node, self.pid, self.node_id, self.owned()
+
+    def owned(self) -> tuple[str, list[tuple[int, int]], list[int]]:
+        """(node id, (pid, start time) of each process its environments own, their ports)."""
+        pids: list[int] = []
+        ports: list[int] = []
+        for slot in self.collector.slots:
+            pids.extend(owned_pids(slot.level.env))
+            ports.extend(owned_ports(slot.level.env))
+        return self.node_id, identify(pids), ports
 
     def close(self) -> None:
         self.collector.close()
@@ -170,6 +191,16 @@ class RayCollectorActor:
 
 def _actor_class(ray: Any) -> Any:
     return ray.remote(concurrency_groups={REFRESH_GROUP: 1})(RayCollectorActor)
+
+
+def kill_owned_on_node(processes: list[tuple[int, int]], wait_s: float = OWNED_WAIT_S) -> list[int]:
+    """Kill each (pid, start time) still running under that start time, on the node this runs on; wait up
+    to ``wait_s`` for them to be gone. The pids killed. (Run as a Ray task pinned to a collector's node.)"""
+    killed = kill_reported(processes)
+    deadline = time.monotonic() + wait_s
+    while any(process_start_time(pid) is not None for pid in killed) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return killed
 
 
 @dataclass
@@ -190,6 +221,10 @@ class _Actor:
     sent_anything: bool = False
     pid: int = 0
     node_id: str = ""
+    #: The processes its environments own, as last reported: (pid, start time) pairs, ports, node id.
+    owned: list[tuple[int, int]] = field(default_factory=list)
+    ports: list[int] = field(default_factory=list)
+    owned_node: str = ""
 
 
 class RayCollection:
@@ -236,6 +271,8 @@ class RayCollection:
         self._seq = 0
         self._board_seq = 0  # numbers each state of (counters, heatup, weights) sent to the actors
         self._refreshed_at = 0.0
+        self.node_id = self.ray.get_runtime_context().get_node_id()
+        self._kill_task = self.ray.remote(num_cpus=0, max_retries=0)(kill_owned_on_node)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, agent: Agent, heatup: bool) -> None:
@@ -260,16 +297,60 @@ class RayCollection:
         actor.calls.append(_Call(ref, self._seq, time.monotonic()))
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Let the calls under way finish (their chunks are dropped), then end every actor."""
+        """Let the calls under way finish (their chunks are dropped), let every actor close its
+        environments, then end the actors and kill whatever processes they still reported."""
         live = [a for a in self.actors if a is not None]
         if not live:
             return
+        deadline = time.monotonic() + timeout_s
         refs = [call.ref for a in live for call in a.calls]
         if refs and timeout_s > 0:
             self.ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         for actor in live:
+            self._fresh_owned(actor)
+        closing = [actor.handle.close.remote() for actor in live]
+        self.ray.wait(closing, num_returns=len(closing), timeout=max(0.0, deadline - time.monotonic()))
+        for actor in live:
             self.ray.kill(actor.handle, no_restart=True)
+            self._kill_owned(actor)
         self.actors = [None] * self.num_collectors
+
+    def _fresh_owned(self, actor: _Actor) -> None:
+        """Ask a live actor for its games now (a game it launched since its last result); keep the last
+        report when it does not answer within ``OWNED_WAIT_S`` (dead, or its node is gone)."""
+        try:
+            node_id, processes, ports = self.ray.get(
+                actor.handle.owned.options(concurrency_group=REFRESH_GROUP).remote(), timeout=OWNED_WAIT_S)
+        except Exception:  # noqa: BLE001 - dead actor, lost node, timeout: the last report stands
+            return
+        actor.owned_node, actor.owned, actor.ports = node_id, [tuple(p) for p in processes], list(ports)
+
+    def _kill_owned(self, actor: _Actor) -> str:
+        """Kill the processes ``actor`` (ended by now) last reported: here when they run on the learner's
+        node, else through a task pinned to their node. A clause for the message ("" when none)."""
+        processes, ports = actor.owned, actor.ports
+        actor.owned, actor.ports = [], []
+        if not processes:
+            return ""
+        if not actor.owned_node or actor.owned_node == self.node_id:
+            killed = kill_owned_on_node(processes)
+        else:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            task = self._kill_task.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(actor.owned_node, soft=False)).remote(processes)
+            try:
+                killed = self.ray.get(task, timeout=OWNED_WAIT_S + 10.0)
+            except Exception as error:  # noqa: BLE001 - the node is gone (its processes with it) or busy
+                log.warning("collector %d: could not kill its processes on node %s: %s", actor.collector_id,
+                            actor.owned_node, _first_line(error))
+                return ""
+        if not killed:
+            return ""
+        clause = f"its processes (pids {', '.join(map(str, killed))}" + (
+            f"; ports {', '.join(map(str, ports))}" if ports else "") + ") were killed"
+        log.warning("collector %d: %s", actor.collector_id, clause)
+        return clause
 
     def state_dict(self) -> dict[str, Any]:
         """What a resumed run's collectors continue from (episodes started per environment)."""
@@ -333,7 +414,7 @@ class RayCollection:
     def _receive(self, actor: _Actor, call: _Call) -> list[Rollout]:
         actor.calls.remove(call)
         try:
-            chunk, played, node, pid, node_id = self.ray.get(call.ref)
+            chunk, played, node, pid, node_id, (owned_node, owned, ports) = self.ray.get(call.ref)
         except self.ray.exceptions.RayActorError as error:
             self._replace(actor, f"died ({_first_line(error)})")
             return []
@@ -345,6 +426,7 @@ class RayCollection:
         actor.last_result = time.monotonic()
         actor.pid = pid
         actor.node_id = node_id
+        actor.owned_node, actor.owned, actor.ports = owned_node, [tuple(p) for p in owned], list(ports)
         self.failed_starts[i] = 0
         self.received[i] += len(chunk)
         self.stats.received += len(chunk)
@@ -364,7 +446,11 @@ class RayCollection:
 
     def _replace(self, actor: _Actor, reason: str) -> None:
         i = actor.collector_id
+        self._fresh_owned(actor)
         self.ray.kill(actor.handle, no_restart=True)
+        killed = self._kill_owned(actor)  # before the replacement launches its own games on the same ports
+        if killed:
+            reason = f"{reason}; {killed}"
         self.stats.restarts += 1
         if not actor.sent_anything:
             self.failed_starts[i] += 1

@@ -57,7 +57,8 @@ class CollectorSetup:
     def make_collector(self, agent: Agent, collector_id: int, incarnation: int, instances: Sequence[int],
                        continues: bool, envs: Sequence[gym.Env] | None = None,
                        before_acting: Callable[[bool], int] | None = None,
-                       episodes_started: Sequence[int] | None = None) -> Collector:
+                       episodes_started: Sequence[int] | None = None,
+                       on_reset: Callable[[bool], None] | None = None) -> Collector:
         """A collector over fresh environments for ``instances`` (or the given ``envs``), whose
         plans and reset seeds continue after ``episodes_started`` episodes per environment."""
         envs = list(envs) if envs is not None else [self.env_factory(self.config.environment, i) for i in instances]
@@ -65,4 +66,4 @@ class CollectorSetup:
         plans = [self.plan_factory(self.config, i) for i in instances]
         chunk = 1 if continues and len(envs) == 1 else self.config.performance.rollout_chunk_actions
         return Collector(agent, levels, plans, (collector_id, incarnation), self.seed, instances, chunk, continues,
-                         self.info_keys, True, before_acting, episodes_started)
+                         self.info_keys, True, before_acting, episodes_started, on_reset)

@@ -143,3 +143,75 @@ def record_sources(graph_manager):
 
     graph_manager.ingest = spy
     return sources, lags
+
+
+class TimedRace(Corridor):
+    """A race of ``length`` steps of ``step_s`` seconds each, whose resets take ``reset_s`` seconds; every
+    reset and step is written, with its ``time.monotonic()``, to the file named by RULKA_TEST_TIMELINE
+    (a collector process's timeline: did it stall mid-race, did it wait between races)."""
+
+    def __init__(self, length: int = 40, step_s: float = 0.005, reset_s: float = 0.0) -> None:
+        super().__init__(length=length, limit=length + 1)
+        self.step_s, self.reset_s = step_s, reset_s
+        self.timeline = os.environ.get("RULKA_TEST_TIMELINE", "")
+
+    def _note(self, kind: str) -> None:
+        if self.timeline:
+            with open(self.timeline, "a", encoding="utf-8") as f:
+                f.write(f"{kind} {time.monotonic():.6f}\n")
+
+    def reset(self, *, seed=None, options=None):
+        time.sleep(self.reset_s)
+        self._note("reset")
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        time.sleep(self.step_s)
+        self._note("step")
+        obs, reward, _terminated, _truncated, info = super().step(1)  # always right: every race is `length` long
+        return obs, reward, _terminated, _truncated, info
+
+
+def timed_race_factory(params, instance: int = 0) -> gym.Env:
+    return TimedRace(reset_s=float(os.environ.get("RULKA_TEST_RESET_S", "0")))
+
+
+def read_timeline(path) -> list[list[float]]:
+    """The step times of each race of a TimedRace timeline, race after race (a reset starts one)."""
+    races: list[list[float]] = []
+    for line in open(path, encoding="utf-8").read().splitlines():
+        kind, at = line.split()
+        if kind == "reset":
+            races.append([float(at)])
+        else:
+            races[-1].append(float(at))
+    return races
+
+
+class GameOwner(Corridor):
+    """The corridor with a "game": a ``sleep`` process in a session of its own (as the TrackMania launcher
+    starts a game, so that it outlives its collector), reported through the ``owned_pids`` hook and ended
+    by ``close``. Its pid is appended to the file ``games``."""
+
+    def __init__(self, games: str) -> None:
+        super().__init__()
+        import subprocess
+
+        self.game = subprocess.Popen(["sleep", "600"], start_new_session=True)
+        with open(games, "a", encoding="utf-8") as f:
+            f.write(f"{self.game.pid}\n")
+
+    def owned_pids(self) -> tuple[int, ...]:
+        return (self.game.pid,) if self.game.poll() is None else ()
+
+    def owned_ports(self) -> tuple[int, ...]:
+        return (45678,)
+
+    def close(self) -> None:
+        self.game.kill()
+        self.game.wait()
+
+
+def game_owner_factory(games: str, params, instance: int = 0) -> gym.Env:
+    """Use as ``functools.partial(game_owner_factory, path)``."""
+    return GameOwner(games)

@@ -148,3 +148,24 @@ def test_episodes_started_continue_seeds_and_plans():
     assert seeds == [episode_seed(3, 4, 7), episode_seed(3, 5, 0)]
     assert [slot.spec.tag for slot in collector.slots] == ["8", "1"]
     assert [slot.episodes_started for slot in collector.slots] == [8, 1]
+
+
+def test_without_episode_starts_a_finished_environment_waits_and_the_others_play_on():
+    """step(start_episodes=False): an environment whose episode ended is not reset and plays nothing while the
+    others play; once all wait, a step plays nothing; step() then resets them (back-pressure between races)."""
+    agent = _agent()
+    collector = _collector(agent, 2)
+    collector.step(heatup=True)
+    played = []
+    for _ in range(200):
+        if not collector.racing:
+            break
+        racing_before = sum(slot.level.observation is not None for slot in collector.slots)
+        collector.step(heatup=True, start_episodes=False)
+        played.append(collector.last_step_actions)
+        assert collector.last_step_actions == racing_before
+    assert not collector.racing and [slot.episodes_started for slot in collector.slots] == [1, 1]
+    assert collector.step(heatup=True, start_episodes=False) == [] and collector.last_step_actions == 0
+    assert collector.actions_played == 2 + sum(played)
+    collector.step(heatup=True)
+    assert collector.racing and [slot.episodes_started for slot in collector.slots] == [2, 2]

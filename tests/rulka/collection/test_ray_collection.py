@@ -3,7 +3,9 @@
 They run on a local Ray instance on 127.0.0.1 (the `ray` fixture of conftest.py) and skip,
 saying why, only where Ray is not installed (``pip install 'rulka[ray]'``).
 """
+import functools
 import os
+import signal
 import sys
 import threading
 import time
@@ -12,9 +14,11 @@ import pytest
 
 from agents.iqn_agent import IQNAgent
 from rulka.config import ConfigError
+from rulka.collection.owned import process_start_time
 from rulka.collection.ray_collection import RayCollection
 from rulka.graph_manager import BasicRLGraphManager
-from tests.rulka.collection.envs import corridor_factory, make_graph_manager, record_sources, small_config
+from tests.rulka.collection.envs import (corridor_factory, game_owner_factory, make_graph_manager, record_sources,
+                                        small_config)
 
 
 def _graph_manager(**performance):
@@ -75,6 +79,43 @@ def test_an_actor_killed_mid_run_is_replaced_while_the_learner_trains(ray):
     assert graph_manager.collector_events[0].startswith("collector 1 died")
     assert graph_manager.agent.counters.gradient_updates > updates_at_kill
     assert graph_manager.agent.counters.env_steps >= 4_000
+
+
+@pytest.mark.reliability
+def test_an_actors_games_are_killed_when_it_is_replaced_and_when_the_run_stops(ray, tmp_path):
+    """An actor's environment runs a "game" in a session of its own (it outlives the actor). SIGKILL the
+    actor: the learner kills the game it reported (by pid, under its start time) before the replacement
+    starts, and says so; at the end of the run no game of any incarnation is left."""
+    games = tmp_path / "games.txt"
+    graph_manager = _graph_manager(collectors=1, collector_timeout_s=60.0,
+                                   env_factory=functools.partial(game_owner_factory, str(games)))
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (graph_manager.improve(3_000, show_progress=False), done.set()))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (graph_manager.collection and graph_manager.collection.actors[0]
+                                                   and graph_manager.collection.actors[0].owned):
+            time.sleep(0.1)
+        actor = graph_manager.collection.actors[0]
+        assert actor.owned and actor.ports == [45678], "the actor did not report its game"
+        game = actor.owned[0][0]
+        assert actor.owned_node == graph_manager.collection.node_id
+        os.kill(actor.pid, signal.SIGKILL)  # the actor dies without closing its environment
+        while time.monotonic() < deadline and graph_manager.collection.stats.restarts == 0:
+            time.sleep(0.1)
+        assert process_start_time(game) is None, "the dead actor's game was not killed"  # gone, or a zombie
+        event = graph_manager.collector_events[0]
+        assert event.startswith("collector 0 died") and f"pids {game}; ports 45678) were killed" in event, event
+    finally:
+        thread.join(180)
+        started = [int(pid) for pid in games.read_text().split()] if games.exists() else []
+        alive = [pid for pid in started if process_start_time(pid) is not None]
+        for pid in alive:  # a failed test leaves nothing behind either
+            os.kill(pid, signal.SIGKILL)
+    assert done.is_set() and not alive
+    # the learner's own first environment (it reads the spaces, then closes it) and one per actor incarnation
+    assert len(started) == 3 and all(process_start_time(pid) is None for pid in started)
 
 
 def test_an_unknown_backend_or_missing_ray_is_a_clear_error(monkeypatch):
