@@ -11,7 +11,7 @@ import numpy as np
 
 from agents.trackmania_iqn_agent import TrackManiaIQNAgent
 from environments.trackmania.env import TrackManiaEnv
-from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
+from environments.trackmania.training.experiment_parameters import TrackManiaExperimentConfig
 from rulka.config import apply_overrides
 from rulka.core_types import RunPhase
 

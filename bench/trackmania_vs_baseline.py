@@ -37,7 +37,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from race_curves import PlottingUnavailable, plot_races, require_matplotlib  # noqa: E402
 
-from environments.trackmania.baseline import run_baseline, tune_baseline
+from environments.trackmania.tools.baseline import run_baseline, tune_baseline
 from rulka.config import apply_overrides
 from rulka.presets import load_graph_manager
 

@@ -188,7 +188,7 @@ def rulka_agent(shape: str) -> TrackManiaIQNAgent:
     """The TrackMania IQN agent at ``shape`` (its replay filled with random transitions)."""
     from environments.trackmania.env import TrackManiaEnv
 
-    from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
+    from environments.trackmania.training.experiment_parameters import TrackManiaExperimentConfig
 
     # the guide's defaults are Linesight's (160 x 120, batch 512, 6,578,333 parameters)
     base = TrackManiaExperimentConfig() if shape == "linesight" else load_graph_manager("trackmania_iqn_sim").config

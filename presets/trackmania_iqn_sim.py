@@ -6,13 +6,13 @@ configuration guide's defaults is listed below with its reason. Main job of the 
     rulka -p trackmania_iqn_sim
 """
 from agents.trackmania_iqn_agent import TrackManiaIQNAgent
-from environments.trackmania.experiment_parameters import (MapCycleEntry, MapCycleParameters,
+from environments.trackmania.training.experiment_parameters import (MapCycleEntry, MapCycleParameters,
                                                            TrackManiaExperimentConfig, TrackManiaMemoryParameters,
                                                            TrackManiaNeuralNetworkParameters,
                                                            TrackManiaPerformanceParameters,
                                                            TrackManiaTrainingParameters)
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
-from environments.trackmania.graph_manager import TrackManiaGraphManager
+from environments.trackmania.training.trackmania_graph_manager import TrackManiaGraphManager
 from rulka.parameters import ExplorationParameters
 from rulka.schedules import Schedule
 

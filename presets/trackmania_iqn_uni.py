@@ -7,8 +7,8 @@ and names ``trackmania_iqn_sim``, the same agent on the built-in simulator.
 from pathlib import Path
 
 from agents.trackmania_iqn_agent import TrackManiaIQNAgent
-from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
-from environments.trackmania.graph_manager import TrackManiaGraphManager
+from environments.trackmania.training.experiment_parameters import TrackManiaExperimentConfig
+from environments.trackmania.training.trackmania_graph_manager import TrackManiaGraphManager
 from rulka.config import apply_dict, load_yaml_file
 
 CONFIG_FILE = Path(__file__).with_suffix(".yaml")

@@ -266,7 +266,10 @@ def import_class(name: str, base: type | None = None) -> type:
         for part in qualname.split("."):
             value = getattr(value, part)
     except (ImportError, AttributeError) as error:
-        raise ExportError(f"class {name!r} cannot be found ({error}); is this the rulka that made the export?") from None
+        raise ExportError(f"class {name!r} cannot be found ({error}); is this the rulka that made the export? "
+                          "Modules that moved between releases are listed in CHANGELOG.md: export the run again "
+                          "with this rulka (rulka export RUN_DIR --out DIR), or write the new module path in "
+                          "the export's policy.yaml") from None
     if not isinstance(value, type) or (base is not None and not issubclass(value, base)):
         raise ExportError(f"{name!r} is not a {base.__name__ if base else 'class'}")
     return value

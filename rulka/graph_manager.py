@@ -13,7 +13,7 @@ learner / collectors shape):
   averaged and logged; the best checkpoint is kept.
 
 What differs per environment plugs in by overriding a few methods (TrackMania's map cycle and
-race logging: :mod:`environments.trackmania.graph_manager`): :meth:`environment_spaces`,
+race logging: :mod:`environments.trackmania.training.trackmania_graph_manager`): :meth:`environment_spaces`,
 :meth:`collector_setup` (environment and episode-plan factories, info keys to record) and
 :meth:`episode_ended`.
 
@@ -46,7 +46,7 @@ from rulka.collection.in_process import InProcessCollection
 from rulka.collection.lag import LagMeter, UpdateClock, action_lags
 from rulka.collection.processes import ProcessCollection
 from rulka.collection.rollout import EpisodePlan, EpisodeSpec, Rollout
-from rulka.collection.setup import CollectorSetup, EnvFactory, PlanFactory, default_plan
+from rulka.collection.collector_setup import CollectorSetup, EnvFactory, PlanFactory, default_plan
 from rulka.config import ConfigError, set_active_config, write_config_snapshot
 from rulka.core_types import RunPhase
 from rulka.level_manager import LevelManager

@@ -5,7 +5,7 @@ layout in :mod:`environments.trackmania.layout`), action ``Discrete(12)`` (table
 :mod:`environments.trackmania.actions`). Crossing the finish line (the backend's
 ``CarState.finished``: in the real game, checkpoint count == target) terminates; the race-time limit
 and the no-progress limit truncate. A rollout the backend lost (the game hung or dropped the link,
-:class:`~environments.trackmania.backends.RolloutDiscardedError`) is truncated with
+:class:`~environments.trackmania.backend_registry.RolloutDiscardedError`) is truncated with
 ``info["discarded"] = True``: it is not a terminal state, and the next ``reset()`` starts a new race.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from gymnasium import spaces
 
 from environments.trackmania.actions import N_ACTIONS, action_to_inputs
 from environments.trackmania.backend import CarState, TrackManiaBackend
-from environments.trackmania.backends import RolloutDiscardedError, make_backend
+from environments.trackmania.backend_registry import RolloutDiscardedError, make_backend
 from environments.trackmania.layout import FloatLayout
 from environments.trackmania.observation import ObservationBuilder
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters

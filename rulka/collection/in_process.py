@@ -8,7 +8,7 @@ import gymnasium as gym
 
 from agents.agent import Agent
 from rulka.collection.rollout import Rollout
-from rulka.collection.setup import CollectorSetup
+from rulka.collection.collector_setup import CollectorSetup
 
 
 class InProcessCollection:

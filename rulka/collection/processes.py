@@ -46,7 +46,7 @@ from agents.agent import Agent
 from rulka.collection.collector import Collector
 from rulka.collection.owned import identify, kill_reported, owned_pids, owned_ports, process_start_time
 from rulka.collection.rollout import Rollout
-from rulka.collection.setup import CollectorSetup
+from rulka.collection.collector_setup import CollectorSetup
 from rulka.collection.shared import SharedPolicy, SharedStatus
 from rulka.user_modules import UserModules
 from rulka.core_types import Counters

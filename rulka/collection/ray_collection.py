@@ -52,7 +52,7 @@ from rulka.collection.owned import identify, kill_reported, owned_pids, owned_po
 from rulka.collection.processes import (MAX_FAILED_STARTS, STARTUP_GRACE_S, CollectionStats, CollectorFailure,
                                         EpisodeCounts, _collector_device, build_collector)
 from rulka.collection.rollout import Rollout
-from rulka.collection.setup import CollectorSetup
+from rulka.collection.collector_setup import CollectorSetup
 from rulka.config import ConfigError
 from rulka.core_types import Counters
 from rulka.user_modules import UserModules

@@ -6,7 +6,7 @@ from agents.losses import quantile_huber_loss
 from agents.precision import Precision
 from agents.trackmania_iqn_agent import TrackManiaIQNAgent
 from environments.trackmania.env import TrackManiaEnv
-from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
+from environments.trackmania.training.experiment_parameters import TrackManiaExperimentConfig
 from rulka.config import apply_overrides
 from rulka.core_types import RunPhase
 from rulka.presets import load_graph_manager

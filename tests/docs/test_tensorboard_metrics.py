@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from environments.trackmania.race_log import RaceLog
+from environments.trackmania.training.race_log import RaceLog
 from rulka.presets import load_graph_manager
 from rulka.schedules import Schedule
 

@@ -2,7 +2,7 @@ import pytest
 
 from rulka.config import (ConfigError, FlatConfig, apply_dict, apply_overrides, config_to_dict, get_config,
                           parse_override, set_active_config)
-from environments.trackmania.experiment_parameters import MapCycleEntry, TrackManiaExperimentConfig
+from environments.trackmania.training.experiment_parameters import MapCycleEntry, TrackManiaExperimentConfig
 from rulka.parameters import ExperimentConfig
 
 
@@ -85,8 +85,8 @@ def test_get_config_gives_flat_access():
 
 def test_state_normalization_yaml_from_rulka_stats_loads(tmp_path):
     """The YAML section written by `rulka stats` loads into the TrackMania parameters (routed to environment)."""
-    from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
-    from environments.trackmania.normalization import write_state_normalization_yaml
+    from environments.trackmania.training.experiment_parameters import TrackManiaExperimentConfig
+    from environments.trackmania.training.normalization import write_state_normalization_yaml
 
     path = write_state_normalization_yaml(tmp_path / "n.yaml", [0.5] * 184, [2.0] * 184)
     config = apply_overrides(TrackManiaExperimentConfig(), [str(path)])

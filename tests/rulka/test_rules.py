@@ -21,7 +21,7 @@ from rulka.validation import config_problems
 
 #: The modules that define configuration sections (presets may define their own too).
 PARAMETER_MODULES = ["rulka.parameters", "environments.trackmania.parameters",
-                     "environments.trackmania.experiment_parameters"]
+                     "environments.trackmania.training.experiment_parameters"]
 #: Dataclasses of those modules that are not configuration sections: the golden test's own settings
 #: (``preset_validation_params``) are never read from YAML or -cp, so no rule is checked on them.
 NOT_SECTIONS = {PresetValidationParameters}
@@ -87,7 +87,7 @@ def test_a_rule_belongs_to_its_section_not_to_a_field_name():
 def test_a_subclass_that_changes_a_default_keeps_the_rule_and_may_replace_it():
     """TrackMania's performance section only changes gpu_collectors_count's default: the core's rule
     still applies. A subclass that declares the field with param again replaces the rule."""
-    from environments.trackmania.experiment_parameters import TrackManiaPerformanceParameters
+    from environments.trackmania.training.experiment_parameters import TrackManiaPerformanceParameters
 
     assert field_rule(TrackManiaPerformanceParameters, "gpu_collectors_count") is \
         field_rule(PerformanceParameters, "gpu_collectors_count") is NON_NEGATIVE_INT

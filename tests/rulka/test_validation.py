@@ -96,7 +96,7 @@ def test_every_preset_is_valid_and_every_field_has_a_rule(name):
 def test_every_field_of_the_base_config_has_a_rule():
     """The base ExperimentConfig (and TrackMania's) has a rule for every field: a new parameter
     without a range check fails this test."""
-    from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
+    from environments.trackmania.training.experiment_parameters import TrackManiaExperimentConfig
 
     assert unchecked_fields(ExperimentConfig()) == []
     assert unchecked_fields(TrackManiaExperimentConfig()) == []

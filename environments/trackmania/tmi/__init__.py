@@ -12,7 +12,7 @@ Importing this package registers the ``tmi`` backend: ``TrackManiaEnv(backend="t
 from typing import Any
 
 from ..backend import TrackManiaBackend
-from ..backends import register_backend
+from environments.trackmania.backend_registry import register_backend
 from .protocol import MessageType, TMInterfaceError
 
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backends import RolloutDiscardedError
+from environments.trackmania.backend_registry import RolloutDiscardedError
 from .client import SyncMessage, TMIClient, TMInterfaceConnectError
 from .launcher import GameProcess, Launcher, default_launcher, process_pids
 from .protocol import (
@@ -99,7 +99,7 @@ CONSOLE_SETTINGS = (
 class RolloutDiscarded(TMInterfaceError, RolloutDiscardedError):
     """The game hung or dropped the connection mid-race: throw this rollout away.
 
-    It is also the backend-neutral :class:`~environments.trackmania.backends.RolloutDiscardedError`
+    It is also the backend-neutral :class:`~environments.trackmania.backend_registry.RolloutDiscardedError`
     that :class:`~environments.trackmania.env.TrackManiaEnv` turns into a discarded, truncated episode.
 
     The manager has already closed the connection (and killed a hung game); the next

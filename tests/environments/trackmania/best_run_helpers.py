@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from environments.trackmania.baseline import BaselineDriver
+from environments.trackmania.tools.baseline import BaselineDriver
 from environments.trackmania.env import TrackManiaEnv
-from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
-from environments.trackmania.race_log import RaceLog
+from environments.trackmania.training.experiment_parameters import TrackManiaExperimentConfig
+from environments.trackmania.training.race_log import RaceLog
 from environments.trackmania.tracks import resolve_track
 from rulka.collection.collector import episode_seed
 from rulka.collection.episodes import EpisodeRecord

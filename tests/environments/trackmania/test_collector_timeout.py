@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from agents.iqn_agent import IQNAgent
-from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
-from environments.trackmania.graph_manager import TrackManiaGraphManager, check_collector_timeout
+from environments.trackmania.training.experiment_parameters import TrackManiaExperimentConfig
+from environments.trackmania.training.trackmania_graph_manager import TrackManiaGraphManager, check_collector_timeout
 from rulka.config import ConfigError, apply_overrides
 
 pytestmark = pytest.mark.reliability

@@ -8,7 +8,7 @@ from gymnasium.utils.env_checker import check_env
 
 import environments.trackmania  # noqa: F401  (registers the env id)
 from environments.trackmania import ENV_ID
-from environments.trackmania.backends import available_backends, make_backend, register_backend
+from environments.trackmania.backend_registry import available_backends, make_backend, register_backend
 from environments.trackmania.env import TrackManiaEnv
 from environments.trackmania.sim.backend import SimBackend
 from environments.trackmania.tracks import BUILTIN_TRACK_NAMES, get_track

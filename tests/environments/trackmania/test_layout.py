@@ -6,7 +6,7 @@ import pytest
 
 from environments.trackmania.env import TrackManiaEnv
 from environments.trackmania.layout import FloatLayout
-from environments.trackmania.normalization import default_normalization
+from environments.trackmania.training.normalization import default_normalization
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 
 #: The documented (Linesight) positions at defaults.

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import environments.trackmania.experiment_parameters as experiment_parameters
+import environments.trackmania.training.experiment_parameters as experiment_parameters
 import environments.trackmania.parameters as trackmania_parameters
 from environments.trackmania.layout import FloatLayout
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters

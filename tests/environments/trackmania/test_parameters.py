@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
+from environments.trackmania.training.experiment_parameters import TrackManiaExperimentConfig
 from rulka.config import ConfigError, apply_overrides
 from rulka.validation import config_problems
 from tests.environments.trackmania.helpers import straight_line

@@ -10,8 +10,8 @@ import torch
 import yaml
 
 from environments.trackmania.env import TrackManiaEnv
-from environments.trackmania.graph_manager import greedy_race_line
-from environments.trackmania.map_cycle import cycle_entries, entry_track
+from environments.trackmania.training.trackmania_graph_manager import greedy_race_line
+from environments.trackmania.training.map_cycle import cycle_entries, entry_track
 from rulka.config import apply_overrides
 from rulka.core_types import RunPhase
 from rulka.export import ExportError, export_policy, init_networks_from
@@ -168,7 +168,7 @@ def test_best_greedy_race_time_is_the_fastest_finished_greedy_race(tmp_path):
     """The TrackMania graph manager's best evaluation (progress line, final summary) is the fastest
     finished greedy race so far: exploring races and unfinished ones do not count; the last evaluation
     is the last greedy race's time (None when it did not finish)."""
-    from environments.trackmania.race_log import RaceResult
+    from environments.trackmania.training.race_log import RaceResult
 
     graph_manager, _ = sim_run(tmp_path)
     races = iter([RaceResult("short", False, True, 21.5, 1.0, 0.0, 1, 1.0),

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from environments.trackmania.baseline import BaselineDriver
+from environments.trackmania.tools.baseline import BaselineDriver
 from environments.trackmania.env import TrackManiaEnv
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 
@@ -37,7 +37,7 @@ def test_shaping_leaves_the_reward_unshaped_and_reports_the_potential():
     """With shaping on, the environment's reward stays progress x 0.01 - time x 0.0012 (the memory
     shapes at sampling time), and info["shaping_potential"] equals the potential the agent reads from
     the floats (TrackManiaExperimentConfig.shaping_potential): -0.1 x clip(distance, 2, 25)."""
-    from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
+    from environments.trackmania.training.experiment_parameters import TrackManiaExperimentConfig
 
     params = TrackManiaEnvironmentParameters(shaped_reward_dist_to_cur_vcp=-0.1)
     potential = TrackManiaExperimentConfig(environment=params).shaping_potential

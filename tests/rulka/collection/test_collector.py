@@ -97,7 +97,7 @@ def test_evaluation_environments_and_training_ones_do_not_share_an_action_batch(
 def test_a_greedy_race_begun_in_heatup_is_not_an_evaluation():
     """A greedy (explore: false) episode with actions played in heatup is marked played_in_heatup, and the
     race log counts it as exploration, not as the map's evaluation; one played wholly after heatup is one."""
-    from environments.trackmania.race_log import RaceLog
+    from environments.trackmania.training.race_log import RaceLog
     from rulka.collection.rollout import EpisodeSpec
 
     class Greedy(EpisodePlan):

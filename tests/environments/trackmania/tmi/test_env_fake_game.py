@@ -13,7 +13,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from environments.trackmania.actions import ACTION_FORWARD_IDX
-from environments.trackmania.backends import RolloutDiscardedError, available_backends, make_backend
+from environments.trackmania.backend_registry import RolloutDiscardedError, available_backends, make_backend
 from environments.trackmania.env import TrackManiaEnv
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 from environments.trackmania.tmi.backend import TMIBackend, TMIStartError, map_path_of

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from environments.trackmania.baseline import BaselineDriver
+from environments.trackmania.tools.baseline import BaselineDriver
 from environments.trackmania.env import TrackManiaEnv
 from environments.trackmania.layout import FloatLayout
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters

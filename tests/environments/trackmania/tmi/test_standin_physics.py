@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from environments.trackmania.actions import action_to_inputs
-from environments.trackmania.baseline import BaselineDriver
+from environments.trackmania.tools.baseline import BaselineDriver
 from environments.trackmania.env import TrackManiaEnv
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 from environments.trackmania.tmi.standin.physics import (SNAPSHOT_MAGIC, SNAPSHOT_OFFSET, _SNAPSHOT,

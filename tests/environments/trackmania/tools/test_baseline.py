@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from environments.trackmania.baseline import run_baseline, speed_profile
+from environments.trackmania.tools.baseline import run_baseline, speed_profile
 from environments.trackmania.tracks import BUILTIN_TRACK_NAMES, get_track
 from tests.environments.trackmania.helpers import require_hockolicious
 
@@ -41,8 +41,8 @@ def test_tune_finds_a_faster_finishing_setting_than_the_shipped_margins(monkeypa
     """tune_baseline (rulka baseline --tune) on 'short', on a reduced grid to stay fast: the setting it
     returns finishes, is at least as fast as every setting tried (the shipped one included), and
     beats the shipped margins (22.50 s) by more than a second; the CLI prints it."""
-    from environments.trackmania import baseline
-    from environments.trackmania.cli import main
+    from environments.trackmania.tools import baseline
+    from environments.trackmania.tools.cli import main
 
     monkeypatch.setattr(baseline, "TUNE_GRIP", (0.8, 1.2))
     monkeypatch.setattr(baseline, "TUNE_BRAKE", (0.7, 1.2))

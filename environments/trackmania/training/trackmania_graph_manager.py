@@ -4,8 +4,8 @@ What it adds to :class:`~rulka.graph_manager.BasicRLGraphManager`:
 
 * environments: environment ``i`` is game instance ``i`` (port ``TMI_BASE_PORT + i``) or simulator
   instance ``i``; one backend per instance serves every map of the cycle;
-* the map cycle (:mod:`environments.trackmania.map_cycle`) as each environment's episode plan;
-* race logging (:mod:`environments.trackmania.race_log`): ``races.csv``, per-map values, best runs.
+* the map cycle (:mod:`environments.trackmania.training.map_cycle`) as each environment's episode plan;
+* race logging (:mod:`environments.trackmania.training.race_log`): ``races.csv``, per-map values, best runs.
   The cycle's greedy races are the evaluation: ``stop_at_evaluation`` is a race time in seconds;
   ``last_evaluation`` is the last greedy race's time (None: it did not finish) and ``best_evaluation``
   the best greedy race time so far, both on the progress line and in the final summary.
@@ -21,10 +21,10 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from environments.trackmania.env import TrackManiaEnv, trackmania_spaces
-from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
-from environments.trackmania.map_cycle import cycle_entries, entry_track, map_cycle_plan
+from environments.trackmania.training.experiment_parameters import TrackManiaExperimentConfig
+from environments.trackmania.training.map_cycle import cycle_entries, entry_track, map_cycle_plan
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
-from environments.trackmania.race_log import RACE_INFO_KEYS, RaceLog, RaceResult
+from environments.trackmania.training.race_log import RACE_INFO_KEYS, RaceLog, RaceResult
 from rulka.collection.episodes import EpisodeRecord
 from rulka.config import ConfigError
 from rulka.graph_manager import BasicRLGraphManager

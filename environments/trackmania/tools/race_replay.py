@@ -1,7 +1,7 @@
 """Replaying a saved best run in the simulator, and racing the classical driver on the same track.
 
 A best run (``best_runs/<map>/<ms>ms_<steps>steps.json``, written by
-:class:`~environments.trackmania.race_log.RaceLog`) keeps the actions and the reset seed of the race;
+:class:`~environments.trackmania.training.race_log.RaceLog`) keeps the actions and the reset seed of the race;
 the simulator is deterministic, so resetting with that seed and playing the actions again drives the
 same race (checked: the replay must finish in the saved race time, at the saved speed after every
 action). Best runs saved before the seed was kept are matched to their row of the run's
@@ -18,7 +18,7 @@ import numpy as np
 
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 from environments.trackmania.track import Track
-from environments.trackmania.trajectory import Trajectory, drive
+from environments.trackmania.tools.trajectory import Trajectory, drive
 from rulka.collection.collector import episode_seed
 
 #: Episode numbers tried around the one read from races.csv when recovering an old best run's seed.
@@ -81,8 +81,8 @@ def load_best_run(path: str | Path) -> BestRun:
 
 def run_environment(best: BestRun) -> tuple[TrackManiaEnvironmentParameters, Track]:
     """The environment parameters and the track of ``best``'s race, from its run's ``config_snapshot.yaml``."""
-    from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
-    from environments.trackmania.map_cycle import cycle_entries, entry_track
+    from environments.trackmania.training.experiment_parameters import TrackManiaExperimentConfig
+    from environments.trackmania.training.map_cycle import cycle_entries, entry_track
     from environments.trackmania.tracks import resolve_track
     from rulka.config import apply_dict, load_yaml_file
 
@@ -175,7 +175,7 @@ def replay_best_run(best: BestRun, params: TrackManiaEnvironmentParameters, trac
 def driver_trajectory(track: Track, params: TrackManiaEnvironmentParameters, seed: int = 0,
                       margins=None) -> Trajectory:
     """The classical driver's race on ``track`` (``margins``: None for the shipped ones), physics only."""
-    from environments.trackmania.baseline import BaselineDriver
+    from environments.trackmania.tools.baseline import BaselineDriver
     from environments.trackmania.env import TrackManiaEnv
 
     env = TrackManiaEnv(params=params, track=track, backend="sim", backend_options={"render": False})

@@ -7,16 +7,16 @@ import numpy as np
 import yaml
 from PIL import Image
 
-from environments.trackmania.cli import register_commands
+from environments.trackmania.tools.cli import register_commands
 from environments.trackmania.env import TrackManiaEnv
-from environments.trackmania.normalization import (
+from environments.trackmania.training.normalization import (
     default_normalization,
     read_state_normalization_yaml,
     stats_from_samples,
     write_state_normalization_yaml,
 )
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
-from environments.trackmania.record import record_episode
+from environments.trackmania.tools.record import record_episode
 
 
 def _parser() -> argparse.ArgumentParser:

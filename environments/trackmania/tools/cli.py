@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from environments.trackmania.record import ANIMATION_STRIDE, CAMERA_HEIGHT, CAMERA_WIDTH
+from environments.trackmania.tools.record import ANIMATION_STRIDE, CAMERA_HEIGHT, CAMERA_WIDTH
 from environments.trackmania.tracks import BUILTIN_TRACK_NAMES, DEFAULT_TRACK
 
 _TRACK_HELP = (f"track: {', '.join(BUILTIN_TRACK_NAMES)} (default {DEFAULT_TRACK}), procedural:SEED, loop:SEED, "
@@ -17,7 +17,7 @@ _TRACK_HELP = (f"track: {', '.join(BUILTIN_TRACK_NAMES)} (default {DEFAULT_TRACK
 
 def cmd_baseline(args: argparse.Namespace) -> int:
     """Print the classical driver's race time on ``--track`` (with ``--tune``: search its margins)."""
-    from environments.trackmania.baseline import run_baseline, tune_baseline
+    from environments.trackmania.tools.baseline import run_baseline, tune_baseline
 
     if args.tune:
         tuned = tune_baseline(args.track, seed=args.seed, progress=print)
@@ -42,7 +42,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         return 2
     from environments.trackmania.env import TrackManiaEnv
     from environments.trackmania.parameters import TrackManiaEnvironmentParameters
-    from environments.trackmania.record import baseline_policy, random_policy, record_episode
+    from environments.trackmania.tools.record import baseline_policy, random_policy, record_episode
 
     params = TrackManiaEnvironmentParameters(game_camera_number=args.camera)
     trained = None
@@ -68,8 +68,8 @@ def cmd_record(args: argparse.Namespace) -> int:
 def _record_best_run(args: argparse.Namespace) -> int:
     import time
 
-    from environments.trackmania.race_replay import ReplayError
-    from environments.trackmania.record import record_best_run
+    from environments.trackmania.tools.race_replay import ReplayError
+    from environments.trackmania.tools.record import record_best_run
 
     start = time.perf_counter()
     try:
@@ -93,7 +93,7 @@ def _record_best_run(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Measure the floats' mean / std from noisy classical-driver rollouts and write a YAML section."""
-    from environments.trackmania.normalization import measure_float_stats, write_state_normalization_yaml
+    from environments.trackmania.training.normalization import measure_float_stats, write_state_normalization_yaml
 
     mean, std, n = measure_float_stats(args.track, episodes=args.episodes, noise=args.noise, seed=args.seed)
     path = write_state_normalization_yaml(args.out, mean, std)
@@ -155,7 +155,7 @@ def register_commands(subparsers: "argparse._SubParsersAction") -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry point (``python -m environments.trackmania.cli``) until the main CLI hooks us in."""
+    """Stand-alone entry point (``python -m environments.trackmania.tools.cli``) until the main CLI hooks us in."""
     parser = argparse.ArgumentParser(prog="rulka-trackmania")
     register_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

@@ -63,9 +63,9 @@ def _overlay_font() -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
 
 def draw_trajectory_png(track: Track, positions: np.ndarray, speeds_kmh: np.ndarray, path: str | Path) -> Path:
     """Top-down PNG of ``track`` with ``positions`` (T, 3) coloured by ``speeds_kmh`` (T,) and a km/h
-    colour bar (:func:`~environments.trackmania.race_pictures.draw_race_map`)."""
-    from environments.trackmania.race_pictures import draw_race_map
-    from environments.trackmania.trajectory import Trajectory
+    colour bar (:func:`~environments.trackmania.tools.race_pictures.draw_race_map`)."""
+    from environments.trackmania.tools.race_pictures import draw_race_map
+    from environments.trackmania.tools.trajectory import Trajectory
 
     n = len(positions)
     trajectory = Trajectory(positions=np.asarray(positions, np.float64).reshape(n, 3),
@@ -124,7 +124,7 @@ def record_episode(env, policy: Policy, out_dir: str | Path, seed: int | None = 
 
 def baseline_policy(env) -> Policy:
     """The classical driver as an ``obs -> action`` policy bound to ``env`` (it reads the car state)."""
-    from environments.trackmania.baseline import BaselineDriver
+    from environments.trackmania.tools.baseline import BaselineDriver
 
     base = env.unwrapped
     driver = BaselineDriver(base.track)
@@ -169,12 +169,12 @@ def write_race_pictures(track: Track, agent, out_dir: str | Path, stem: str, age
     ``<stem>_speed.png`` (speed along the track, agent and driver; needs ``driver``) and, with
     ``camera_frames`` (one per sample of ``agent``), ``<stem>_race<suffix>`` (first-person view | live map).
 
-    ``agent`` and ``driver`` are :class:`~environments.trackmania.trajectory.Trajectory`; labels go in
+    ``agent`` and ``driver`` are :class:`~environments.trackmania.tools.trajectory.Trajectory`; labels go in
     the legends (put race times in them).
     """
     import time
 
-    from environments.trackmania.race_pictures import (
+    from environments.trackmania.tools.race_pictures import (
         animation_frames,
         animation_stride,
         draw_race_map,
@@ -231,7 +231,7 @@ def record_best_run(best_run: str | Path, out_dir: str | Path | None = None, dri
     """
     import time
 
-    from environments.trackmania.race_replay import driver_trajectory, load_best_run, replay_best_run, run_environment
+    from environments.trackmania.tools.race_replay import driver_trajectory, load_best_run, replay_best_run, run_environment
 
     best = load_best_run(best_run)
     params, track = run_environment(best)
@@ -245,7 +245,7 @@ def record_best_run(best_run: str | Path, out_dir: str | Path | None = None, dri
     if driver != "none":
         margins = None
         if driver == "tuned":
-            from environments.trackmania.baseline import tune_baseline
+            from environments.trackmania.tools.baseline import tune_baseline
 
             margins = tune_baseline(track).margins
         elif driver != "shipped":

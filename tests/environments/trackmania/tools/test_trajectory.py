@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from environments.trackmania.env import TrackManiaEnv
-from environments.trackmania.trajectory import Trajectory, drive
+from environments.trackmania.tools.trajectory import Trajectory, drive
 
 
 def test_drive_samples_the_car_after_every_action_and_round_trips(tmp_path):

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from environments.trackmania.cli import register_commands
-from environments.trackmania.race_pictures import ANIM_MAP_PX, ANIM_STRIP_PX
-from environments.trackmania.race_replay import load_best_run, replay_best_run, run_environment
-from environments.trackmania.record import camera_renderer, record_best_run
-from environments.trackmania.trajectory import Trajectory
+from environments.trackmania.tools.cli import register_commands
+from environments.trackmania.tools.race_pictures import ANIM_MAP_PX, ANIM_STRIP_PX
+from environments.trackmania.tools.race_replay import load_best_run, replay_best_run, run_environment
+from environments.trackmania.tools.record import camera_renderer, record_best_run
+from environments.trackmania.tools.trajectory import Trajectory
 from tests.environments.trackmania.best_run_helpers import RUN_SEED, logged_best_run
 
 

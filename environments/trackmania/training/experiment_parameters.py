@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 
 from environments.trackmania.layout import FloatLayout
-from environments.trackmania.normalization import normalization_from_parameters
+from environments.trackmania.training.normalization import normalization_from_parameters
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 from memories.shaping import DistancePotential
 from rulka.parameters import (ExperimentConfig, MemoryParameters, NeuralNetworkParameters, PerformanceParameters,

@@ -114,7 +114,7 @@ def measure_float_stats(
     max_steps_per_episode: int = 6000,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Roll out the classical driver with ``noise`` probability of a random action; returns (mean, std, n)."""
-    from environments.trackmania.baseline import BaselineDriver
+    from environments.trackmania.tools.baseline import BaselineDriver
     from environments.trackmania.env import TrackManiaEnv
 
     params = params or TrackManiaEnvironmentParameters()

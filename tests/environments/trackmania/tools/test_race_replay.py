@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from environments.trackmania.race_replay import (
+from environments.trackmania.tools.race_replay import (
     ReplayError,
     candidate_seeds,
     driver_trajectory,

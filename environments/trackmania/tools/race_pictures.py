@@ -16,7 +16,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from environments.trackmania.actions import ACTION_TABLE
 from environments.trackmania.track import Track
-from environments.trackmania.trajectory import Trajectory
+from environments.trackmania.tools.trajectory import Trajectory
 
 #: Speed colour map anchors (fraction of the top of the scale -> RGB): blue, cyan, green, yellow, red.
 SPEED_COLORS = ((0.0, (40, 60, 230)), (0.25, (0, 200, 230)), (0.5, (40, 210, 60)), (0.75, (250, 220, 0)),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from environments.trackmania.experiment_parameters import MapCycleEntry, TrackManiaExperimentConfig
+from environments.trackmania.training.experiment_parameters import MapCycleEntry, TrackManiaExperimentConfig
 from environments.trackmania.track import Track
 from rulka.collection.rollout import EpisodePlan, EpisodeSpec
 from rulka.config import ConfigError

@@ -7,7 +7,7 @@ import json
 import numpy as np
 from PIL import Image
 
-from environments.trackmania.trajectory import Trajectory
+from environments.trackmania.tools.trajectory import Trajectory
 from tests.environments.trackmania.best_run_helpers import ENV_STEPS, EPISODE, INSTANCE, logged_best_run
 
 
@@ -46,11 +46,11 @@ def test_best_runs_from_a_real_collector_name_the_seed_it_used(tmp_path):
     replays from its saved seed to the same race, speed for speed, and with any other seed it does not."""
     from types import SimpleNamespace
 
-    from environments.trackmania.baseline import BaselineDriver
+    from environments.trackmania.tools.baseline import BaselineDriver
     from environments.trackmania.env import TrackManiaEnv, trackmania_spaces
-    from environments.trackmania.experiment_parameters import TrackManiaExperimentConfig
-    from environments.trackmania.race_log import RACE_INFO_KEYS, RaceLog
-    from environments.trackmania.race_replay import load_best_run, replay, replay_best_run, run_environment
+    from environments.trackmania.training.experiment_parameters import TrackManiaExperimentConfig
+    from environments.trackmania.training.race_log import RACE_INFO_KEYS, RaceLog
+    from environments.trackmania.tools.race_replay import load_best_run, replay, replay_best_run, run_environment
     from environments.trackmania.tracks import resolve_track
     from filters import InputFilter, OutputFilter
     from rulka.collection.collector import Collector

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from environments.trackmania.record import write_gif
+from environments.trackmania.tools.record import write_gif
 from rulka.collection.collector import episode_seed
 from rulka.collection.episodes import EpisodeRecord
 
@@ -153,10 +153,10 @@ class RaceLog:
                        seed: int, track: Any) -> None:
         """Replay the race physics-only; save its trajectory, map and speed chart (next to the driver's)."""
         from environments.trackmania.env import TrackManiaEnv
-        from environments.trackmania.race_replay import driver_trajectory
-        from environments.trackmania.record import write_race_pictures
+        from environments.trackmania.tools.race_replay import driver_trajectory
+        from environments.trackmania.tools.record import write_race_pictures
         from environments.trackmania.track import Track
-        from environments.trackmania.trajectory import drive
+        from environments.trackmania.tools.trajectory import drive
         from environments.trackmania.tracks import resolve_track
 
         setup = self.pictures

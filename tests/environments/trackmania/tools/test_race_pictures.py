@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from environments.trackmania.race_pictures import (
+from environments.trackmania.tools.race_pictures import (
     AGENT_CHART_COLOR,
     ANIM_MAP_PX,
     ANIM_STRIP_PX,
@@ -21,7 +21,7 @@ from environments.trackmania.race_pictures import (
     speed_colors,
     write_animation,
 )
-from environments.trackmania.trajectory import Trajectory
+from environments.trackmania.tools.trajectory import Trajectory
 from environments.trackmania.tracks import resolve_track
 
 TRACK = resolve_track("short")

@@ -79,7 +79,7 @@ def test_two_collectors_race_a_two_map_cycle_with_one_environment_each(tmp_path)
 def test_running_speed_reaches_the_real_game_backend(monkeypatch):
     """performance.running_speed goes to the tmi backend of every instance, with the instance's number."""
     from environments.trackmania import env as env_module
-    from environments.trackmania.graph_manager import TrackManiaEnvFactory
+    from environments.trackmania.training.trackmania_graph_manager import TrackManiaEnvFactory
     from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 
     received = []
