@@ -64,7 +64,7 @@ PERFORMANCE_LOG_EVERY_S = 10.0
 def make_environment(params: EnvironmentParameters, instance: int = 0) -> gym.Env:
     """Build the environment an ``environment`` section describes (``instance``: its number)."""
     if isinstance(params, GymEnvironmentParameters):
-        from environments.gym_environment import make_gym_environment
+        from rulka.gym_adapter import make_gym_environment
 
         return make_gym_environment(params)
     make_env = getattr(params, "make_env", None)

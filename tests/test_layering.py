@@ -19,10 +19,23 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
+def test_trackmania_contract_imports_neither_training_nor_tools():
+    """environments/trackmania/'s top modules and its backends and tracks (the environment's contract)
+    do not import training/ or tools/: those rooms build on the contract, not the other way round."""
+    wing = ROOT / "environments" / "trackmania"
+    contract = [*wing.glob("*.py"), *(p for room in ("sim", "tmi", "tracks") for p in (wing / room).rglob("*.py"))]
+    offenders = {str(path.relative_to(ROOT)): sorted(n for n in _imports(path)
+                                                     if n.startswith(("environments.trackmania.training",
+                                                                      "environments.trackmania.tools")))
+                 for path in contract}
+    assert contract and {k: v for k, v in offenders.items() if v} == {}
+
+
 @pytest.mark.parametrize("package", ["rulka", "agents", "memories", "filters", "exploration_policies"])
-def test_package_does_not_import_trackmania(package):
-    """Neither the core nor the agents (nor what they build on) imports environments.trackmania."""
-    offenders = {str(path.relative_to(ROOT)): sorted(n for n in _imports(path) if n.startswith("environments.trackmania"))
+def test_package_does_not_import_an_environment(package):
+    """Neither the core nor the agents (nor what they build on) imports anything from environments/
+    (at module level or inside a function)."""
+    offenders = {str(path.relative_to(ROOT)): sorted(n for n in _imports(path) if n == "environments" or n.startswith("environments."))
                  for path in (ROOT / package).rglob("*.py")}
     assert {k: v for k, v in offenders.items() if v} == {}
 
