@@ -224,7 +224,7 @@ class _Actor:
 
 
 class RayCollection(RemoteCollection[_Actor]):
-    """Starts, feeds, watches and stops collector actors (``workers``); the interface of ProcessCollection.
+    """Starts, feeds, watches and stops collector actors (``workers``), as ProcessCollection does processes.
 
     Args:
         setup: how a collector builds its agent, environments and plans (pickled to each actor).
