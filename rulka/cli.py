@@ -12,7 +12,7 @@ from typing import Sequence
 import yaml
 
 from rulka import checkpoints, export
-from rulka.collection.processes import CollectorFailure
+from rulka.collection.remote import CollectorFailure
 from rulka.config import ConfigError, apply_dict, apply_overrides, load_yaml_file
 from rulka.export_command import add_export_command
 from rulka.graph_manager import BasicRLGraphManager

@@ -43,8 +43,10 @@ from rulka import checkpoints
 from rulka.collection.collector import Collector
 from rulka.collection.episodes import EpisodeGatherer, EpisodeRecord, store_rollout
 from rulka.collection.in_process import InProcessCollection
+from rulka.collection.interface import Collection
 from rulka.collection.lag import LagMeter, UpdateClock, action_lags
 from rulka.collection.processes import ProcessCollection
+from rulka.collection.remote import RemoteCollection
 from rulka.collection.rollout import EpisodePlan, EpisodeSpec, Rollout
 from rulka.collection.collector_setup import CollectorSetup, EnvFactory, PlanFactory, default_plan
 from rulka.config import ConfigError, set_active_config, write_config_snapshot
@@ -159,7 +161,7 @@ class BasicRLGraphManager(GraphManager):
         self.env_factory = env_factory or make_environment
         self.plan_factory = plan_factory or default_plan
         self.agent: Agent | None = None
-        self.collection: InProcessCollection | ProcessCollection | None = None
+        self.collection: Collection | None = None
         self.eval_collector: Collector | None = None
         self.eval_plan: GreedyPlan | None = None
         self.seed = 0
@@ -238,7 +240,9 @@ class BasicRLGraphManager(GraphManager):
                               self.env_factory, self.plan_factory, self.input_filter, self.output_filter,
                               self.info_keys, self.seed)
 
-    def start_collection(self) -> InProcessCollection | ProcessCollection:
+    def start_collection(self) -> Collection:
+        """The collection ``performance`` asks for (in-process, processes or Ray), started from the
+        checkpoint's collection state; the learner's own one is kept between runs."""
         agent = self.agent
         if isinstance(self.collection, InProcessCollection):
             return self.collection
@@ -252,18 +256,19 @@ class BasicRLGraphManager(GraphManager):
             self._first_env.close()
             self._first_env = None
         backend = self.config.performance.collector_backend
+        remote: RemoteCollection
         if backend == "ray":
             from rulka.collection.ray_collection import RayCollection  # Ray is an optional extra
-            collection = RayCollection(self.collector_setup(), agent, self._collector_event, self.ray_address)
+            remote = RayCollection(self.collector_setup(), agent, self._collector_event, self.ray_address)
         elif backend == "processes":
-            collection = ProcessCollection(self.collector_setup(), agent, self._collector_event)
+            remote = ProcessCollection(self.collector_setup(), agent, self._collector_event)
         else:
             raise ConfigError(f"performance.collector_backend: {backend!r} is not a backend; use processes or ray")
-        collection.on_dropped_source = self._drop_source
-        collection.load_state_dict(self._collection_state)
-        collection.start(agent, self.in_heatup())
+        remote.on_dropped_source = self._drop_source
+        remote.load_state_dict(self._collection_state)
+        remote.start(agent, self.in_heatup())
         self._published_at = agent.counters.gradient_updates
-        return collection
+        return remote
 
     def _drop_source(self, collector_id: int, incarnation: int) -> None:
         """A collector died: forget its unfinished episodes (the gatherer's and the agent's)."""
@@ -552,7 +557,7 @@ class BasicRLGraphManager(GraphManager):
             values["Performance/policy_lag_batches_p95"] = policy[95]
             values["Performance/queue_delay_batches_p50"] = queue[50]
             values["Performance/queue_delay_batches_p95"] = queue[95]
-        if collection is not None and not isinstance(collection, InProcessCollection):
+        if isinstance(collection, RemoteCollection):
             actions = collection.actions_per_collector()
             previous = getattr(clock, "collector_actions", [0] * len(actions))
             for i, (now, before) in enumerate(zip(actions, previous)):

@@ -8,4 +8,12 @@ policy the learner publishes in shared memory (:class:`~rulka.collection.shared.
 send :class:`~rulka.collection.rollout.Rollout` chunks back through bounded channels. Every action
 is stamped with its weights' gradient updates and the time it was chosen; :mod:`rulka.collection.lag`
 turns the stamps into policy lag and queue delay.
+
+All three kinds (in-process, processes, Ray actors:
+:class:`~rulka.collection.ray_collection.RayCollection`) implement :class:`Collection`, what the
+training loop asks of a collection; the two remote kinds share their restart and replacement
+accounting in :class:`~rulka.collection.remote.RemoteCollection`.
 """
+from rulka.collection.interface import Collection
+
+__all__ = ["Collection"]

@@ -7,11 +7,12 @@ from typing import Any
 import gymnasium as gym
 
 from agents.agent import Agent
+from rulka.collection.interface import Collection
 from rulka.collection.rollout import Rollout
 from rulka.collection.collector_setup import CollectorSetup
 
 
-class InProcessCollection:
+class InProcessCollection(Collection):
     """``envs_per_collector`` environments stepped by the learner between its updates.
 
     With one environment each step reaches the learner at once (a chunk of one action that the
@@ -25,7 +26,7 @@ class InProcessCollection:
         self.collector = setup.make_collector(agent, 0, 0, instances, continues=True, envs=envs)
         self.agent = agent
 
-    def start(self) -> None:
+    def start(self, agent: Agent, heatup: bool) -> None:
         """Nothing to start: the learner steps the environments itself."""
 
     def poll(self, heatup: bool, timeout: float = 0.0) -> list[Rollout]:
@@ -39,6 +40,9 @@ class InProcessCollection:
 
     def publish(self, agent: Agent) -> None:
         """The collector acts with the learner's own network: nothing to publish."""
+
+    def publish_counters(self, agent: Agent, heatup: bool) -> None:
+        """The collector reads the learner's own counters: nothing to publish."""
 
     def health(self) -> dict[str, float]:
         return {}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from typing import Any, Iterable
 
 _MAX_WRAPPERS = 16
@@ -91,4 +92,14 @@ def kill_reported(processes: Iterable[tuple[int, int]]) -> list[int]:
             killed.append(pid)
         except (OSError, ProcessLookupError):
             pass
+    return killed
+
+
+def kill_and_wait(processes: Iterable[tuple[int, int]], wait_s: float) -> list[int]:
+    """:func:`kill_reported`, then wait up to ``wait_s`` seconds for the killed to be gone (their ports
+    freed); the pids killed."""
+    killed = kill_reported(processes)
+    deadline = time.monotonic() + wait_s
+    while any(process_start_time(pid) is not None for pid in killed) and time.monotonic() < deadline:
+        time.sleep(0.02)
     return killed

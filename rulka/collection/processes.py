@@ -36,7 +36,7 @@ import signal
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -44,7 +44,8 @@ import torch.multiprocessing as tmp
 
 from agents.agent import Agent
 from rulka.collection.collector import Collector
-from rulka.collection.owned import identify, kill_reported, owned_pids, owned_ports, process_start_time
+from rulka.collection.owned import identify, kill_and_wait, owned_pids, owned_ports
+from rulka.collection.remote import STARTUP_GRACE_S, RemoteCollection, killed_clause
 from rulka.collection.rollout import Rollout
 from rulka.collection.collector_setup import CollectorSetup
 from rulka.collection.shared import SharedPolicy, SharedStatus
@@ -53,17 +54,9 @@ from rulka.core_types import Counters
 
 log = logging.getLogger(__name__)
 
-#: A collector that dies this many times in a row without sending anything stops the run.
-MAX_FAILED_STARTS = 3
-#: Seconds a new collector may take to import, build its environments and send a first heartbeat.
-STARTUP_GRACE_S = 120.0
 #: A collector that did not act for this long (a full queue, a Ray actor between calls) reloads the
 #: weights before acting again, instead of playing up to N more actions with weights that aged meanwhile.
 REFRESH_AFTER_PAUSE_S = 0.1
-
-
-class CollectorFailure(RuntimeError):
-    """Collectors keep failing before sending anything: the run cannot collect data."""
 
 
 def build_collector(setup: CollectorSetup, collector_id: int, incarnation: int, device: str,
@@ -322,39 +315,8 @@ class _Child:
     error: str = ""
 
 
-@dataclass
-class CollectionStats:
-    """Tallies the learner logs in the Performance group."""
-
-    received: int = 0
-    restarts: int = 0
-    dropped_episodes: int = 0
-    events: list[str] = field(default_factory=list)
-
-
-class EpisodeCounts:
-    """Per environment instance, the episodes its collectors have started, as far as the learner
-    has seen (the episode number of the newest chunk received). A replaced collector, and the
-    collectors of a resumed run, continue from there: new reset seeds, the plan's next entry."""
-
-    def __init__(self) -> None:
-        self.started: dict[int, int] = {}
-
-    def saw(self, rollout: Rollout) -> None:
-        instance = rollout.source[2]
-        if rollout.episode > self.started.get(instance, 0):
-            self.started[instance] = rollout.episode
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"episodes_started_per_instance": {str(k): v for k, v in self.started.items()}}
-
-    def load_state_dict(self, state: dict[str, Any] | None) -> None:
-        counts = (state or {}).get("episodes_started_per_instance", {})
-        self.started = {int(k): int(v) for k, v in counts.items()}
-
-
-class ProcessCollection:
-    """Starts, feeds, watches and stops the collector processes.
+class ProcessCollection(RemoteCollection[_Child]):
+    """Starts, feeds, watches and stops the collector processes (``workers``: the living children).
 
     Args:
         setup: how a collector builds its agent, environments and plans.
@@ -363,32 +325,18 @@ class ProcessCollection:
     """
 
     def __init__(self, setup: CollectorSetup, agent: Agent, on_event: Callable[[str], None] | None = None) -> None:
-        perf = setup.config.performance
-        self.setup = setup
-        self.num_collectors = perf.gpu_collectors_count
-        self.device = _collector_device(perf.collector_device, agent.device)
-        self.torch_threads = perf.collector_torch_threads
-        self.timeout_s = perf.collector_timeout_s
-        self.slots_per_collector = max(1, perf.max_rollout_queue_size // self.num_collectors)
+        super().__init__(setup, agent, on_event)
+        self.slots_per_collector = max(1, setup.config.performance.max_rollout_queue_size // self.num_collectors)
         self.ctx = tmp.get_context("spawn")
         self.policy = SharedPolicy(agent.online_network, self.ctx)
         self.status = SharedStatus(self.num_collectors, self.ctx)
-        self.children: list[_Child | None] = [None] * self.num_collectors
-        self.incarnations = [0] * self.num_collectors
-        self.failed_starts = [0] * self.num_collectors
-        self.received = [0] * self.num_collectors
-        self.stats = CollectionStats()
-        self.episodes = EpisodeCounts()
-        self.on_event = on_event or (lambda message: log.warning(message))
-        self.on_dropped_source: Callable[[int, int], None] = lambda collector_id, incarnation: None
+
+    @property
+    def children(self) -> list[_Child | None]:
+        """Each collector's current process (None once stopped)."""
+        return self.workers
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self, agent: Agent, heatup: bool) -> None:
-        self.publish(agent)
-        self.status.publish_counters(agent.counters, heatup)
-        for i in range(self.num_collectors):
-            self._spawn(i)
-
     def _spawn(self, collector_id: int) -> None:
         self.incarnations[collector_id] += 1
         incarnation = self.incarnations[collector_id]
@@ -402,7 +350,7 @@ class ProcessCollection:
         self.status.heartbeat[collector_id] = time.monotonic() + STARTUP_GRACE_S
         process.start()
         sender.close()  # only the child writes: its death closes the pipe (EOF) instead of hanging a read
-        self.children[collector_id] = _Child(collector_id, incarnation, process, receiver, slots, time.monotonic())
+        self.workers[collector_id] = _Child(collector_id, incarnation, process, receiver, slots, time.monotonic())
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Ask every collector to stop, then make sure none is left."""
@@ -429,14 +377,7 @@ class ProcessCollection:
                 child.process.join(5.0)
             child.conn.close()
             self._kill_owned(child.collector_id)  # a killed collector's games; a clean one closed them
-        self.children = [None] * self.num_collectors
-
-    def state_dict(self) -> dict[str, Any]:
-        """What a resumed run's collectors continue from (episodes started per environment)."""
-        return self.episodes.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any] | None) -> None:
-        self.episodes.load_state_dict(state)
+        self.workers = [None] * self.num_collectors
 
     # ------------------------------------------------------------------ data
     def publish(self, agent: Agent) -> None:
@@ -461,11 +402,7 @@ class ProcessCollection:
                     break  # the child is gone; check_health replaces it
                 if kind == "rollout":
                     child.slots.release()
-                    child.sent_anything = True
-                    self.failed_starts[child.collector_id] = 0
-                    self.stats.received += 1
-                    self.received[child.collector_id] += 1
-                    self.episodes.saw(payload)
+                    self._received(child, [payload])
                     rollouts.append(payload)
                 else:
                     child.error = str(payload)
@@ -497,37 +434,16 @@ class ProcessCollection:
         run under the reported start time; wait up to ``wait_s`` for them to be gone (ports freed).
         Returns a clause for the message ("" when nothing was killed)."""
         processes, ports = self.status.read_owned(collector_id)
-        killed = kill_reported(processes)
+        killed = kill_and_wait(processes, wait_s)
         self.status.clear_owned(collector_id)
-        if not killed:
-            return ""
-        deadline = time.monotonic() + wait_s
-        while any(process_start_time(pid) is not None for pid in killed) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        clause = f"its processes (pids {', '.join(map(str, killed))}" + (
-            f"; ports {', '.join(map(str, ports))}" if ports else "") + ") were killed"
-        log.warning("collector %d: %s", collector_id, clause)
-        return clause
+        return killed_clause(collector_id, killed, ports)
 
-    def _replace(self, child: _Child, reason: str) -> None:
+    def _end_worker(self, child: _Child) -> str:
         i = child.collector_id
         child.conn.close()
-        killed = self._kill_owned(i)  # before the replacement launches its own games on the same ports
-        if killed:
-            reason = f"{reason}; {killed}"
-        self.stats.restarts += 1
-        if not child.sent_anything:
-            self.failed_starts[i] += 1
-        message = f"collector {i} {reason}; its unfinished episodes are dropped, a new collector {i} starts"
-        self.stats.events.append(message)
-        self.on_event(message)
-        self.on_dropped_source(i, child.incarnation)
+        killed = self._kill_owned(i)
         self.status.sent[i] = self.received[i]  # what the dead child sent and nobody read is gone
-        if self.failed_starts[i] >= MAX_FAILED_STARTS:
-            self.children[i] = None
-            raise CollectorFailure(f"collector {i} failed {self.failed_starts[i]} times in a row before sending "
-                                   f"anything; last failure: {reason}")
-        self._spawn(i)
+        return killed
 
     # ------------------------------------------------------------------ metrics
     def alive_pids(self) -> list[int]:
@@ -538,13 +454,6 @@ class ProcessCollection:
 
     def actions_per_collector(self) -> list[int]:
         return [int(a) for a in self.status.actions[:]]
-
-
-def _collector_device(name: str, learner_device: torch.device) -> torch.device:
-    """``auto``: the learner's device type; otherwise ``cpu`` / ``cuda`` / ``cuda:N``."""
-    if name == "auto":
-        return torch.device(learner_device.type)
-    return torch.device(name)
 
 
 def child_pids() -> list[int]:

@@ -24,7 +24,7 @@ Faults: an actor whose call raised, that died (killed, its node lost) or that st
 ``collector_timeout_s`` is killed and replaced by a new incarnation, which Ray places wherever its
 resources (CPUs, GPUs, custom resources such as ``{"tmnf": 1}``) are free; its unfinished episodes
 are dropped, what it returned is kept. ``MAX_FAILED_STARTS`` failures in a row before any rollout
-stop the run with :class:`~rulka.collection.processes.CollectorFailure`.
+stop the run with :class:`~rulka.collection.remote.CollectorFailure`.
 
 Games: each actor reports the processes its environments own (:mod:`rulka.collection.owned`: pids
 with their start times, ports) with every call's result, and on request (``owned``, in the refresh
@@ -48,9 +48,9 @@ import numpy as np
 import torch
 
 from agents.agent import Agent
-from rulka.collection.owned import identify, kill_reported, owned_pids, owned_ports, process_start_time
-from rulka.collection.processes import (MAX_FAILED_STARTS, STARTUP_GRACE_S, CollectionStats, CollectorFailure,
-                                        EpisodeCounts, _collector_device, build_collector)
+from rulka.collection.owned import identify, kill_and_wait, owned_pids, owned_ports
+from rulka.collection.processes import build_collector
+from rulka.collection.remote import STARTUP_GRACE_S, RemoteCollection, killed_clause
 from rulka.collection.rollout import Rollout
 from rulka.collection.collector_setup import CollectorSetup
 from rulka.config import ConfigError
@@ -196,11 +196,7 @@ def _actor_class(ray: Any) -> Any:
 def kill_owned_on_node(processes: list[tuple[int, int]], wait_s: float = OWNED_WAIT_S) -> list[int]:
     """Kill each (pid, start time) still running under that start time, on the node this runs on; wait up
     to ``wait_s`` for them to be gone. The pids killed. (Run as a Ray task pinned to a collector's node.)"""
-    killed = kill_reported(processes)
-    deadline = time.monotonic() + wait_s
-    while any(process_start_time(pid) is not None for pid in killed) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return killed
+    return kill_and_wait(processes, wait_s)
 
 
 @dataclass
@@ -227,8 +223,8 @@ class _Actor:
     owned_node: str = ""
 
 
-class RayCollection:
-    """Starts, feeds, watches and stops collector actors; the interface of ProcessCollection.
+class RayCollection(RemoteCollection[_Actor]):
+    """Starts, feeds, watches and stops collector actors (``workers``), as ProcessCollection does processes.
 
     Args:
         setup: how a collector builds its agent, environments and plans (pickled to each actor).
@@ -239,31 +235,19 @@ class RayCollection:
 
     def __init__(self, setup: CollectorSetup, agent: Agent, on_event: Callable[[str], None] | None = None,
                  address: str | None = None) -> None:
+        super().__init__(setup, agent, on_event)
         perf = setup.config.performance
-        self.setup = setup
-        self.num_collectors = perf.gpu_collectors_count
-        self.device = _collector_device(perf.collector_device, agent.device)
         if self.device.type == "cuda" and perf.ray_collector_gpus <= 0:
             raise ConfigError(f"performance.collector_device is {perf.collector_device} ({self.device}) but "
                               "performance.ray_collector_gpus is 0: Ray hides the GPUs from an actor that asks "
                               "for none; set ray_collector_gpus (e.g. 0.25) or collector_device: cpu")
-        self.torch_threads = perf.collector_torch_threads
-        self.timeout_s = perf.collector_timeout_s
         self.ray = connect(address)
         self.actor_class = _actor_class(self.ray).options(
             num_cpus=perf.ray_collector_cpus, num_gpus=perf.ray_collector_gpus,
             resources=dict(perf.ray_collector_resources) or None, max_restarts=0, max_task_retries=0,
             scheduling_strategy=SCHEDULING_STRATEGY)
-        self.actors: list[_Actor | None] = [None] * self.num_collectors
-        self.incarnations = [0] * self.num_collectors
-        self.failed_starts = [0] * self.num_collectors
-        self.received = [0] * self.num_collectors
         self.actions = [0] * self.num_collectors
         self.node_actions: dict[str, int] = {}
-        self.stats = CollectionStats()
-        self.episodes = EpisodeCounts()
-        self.on_event = on_event or (lambda message: log.warning(message))
-        self.on_dropped_source: Callable[[int, int], None] = lambda collector_id, incarnation: None
         self.counters = np.zeros(len(_COUNTER_NAMES), dtype=np.int64)
         self.heatup = True
         self.version = 0
@@ -274,20 +258,19 @@ class RayCollection:
         self.node_id = self.ray.get_runtime_context().get_node_id()
         self._kill_task = self.ray.remote(num_cpus=0, max_retries=0)(kill_owned_on_node)
 
-    # ------------------------------------------------------------------ lifecycle
-    def start(self, agent: Agent, heatup: bool) -> None:
-        self.publish(agent)
-        self.publish_counters(agent, heatup)
-        for i in range(self.num_collectors):
-            self._spawn(i)
+    @property
+    def actors(self) -> list[_Actor | None]:
+        """Each collector's current actor (None once stopped)."""
+        return self.workers
 
+    # ------------------------------------------------------------------ lifecycle
     def _spawn(self, collector_id: int) -> None:
         self.incarnations[collector_id] += 1
         handle = self.actor_class.remote(UserModules(), self.setup, collector_id, self.incarnations[collector_id],
                                          str(self.device), self.torch_threads, dict(self.episodes.started))
         now = time.monotonic()
         actor = _Actor(collector_id, self.incarnations[collector_id], handle, now, last_result=now + STARTUP_GRACE_S)
-        self.actors[collector_id] = actor
+        self.workers[collector_id] = actor
         for _ in range(CALLS_IN_FLIGHT):
             self._submit(actor)
 
@@ -313,7 +296,7 @@ class RayCollection:
         for actor in live:
             self.ray.kill(actor.handle, no_restart=True)
             self._kill_owned(actor)
-        self.actors = [None] * self.num_collectors
+        self.workers = [None] * self.num_collectors
 
     def _fresh_owned(self, actor: _Actor) -> None:
         """Ask a live actor for its games now (a game it launched since its last result); keep the last
@@ -345,19 +328,7 @@ class RayCollection:
                 log.warning("collector %d: could not kill its processes on node %s: %s", actor.collector_id,
                             actor.owned_node, _first_line(error))
                 return ""
-        if not killed:
-            return ""
-        clause = f"its processes (pids {', '.join(map(str, killed))}" + (
-            f"; ports {', '.join(map(str, ports))}" if ports else "") + ") were killed"
-        log.warning("collector %d: %s", actor.collector_id, clause)
-        return clause
-
-    def state_dict(self) -> dict[str, Any]:
-        """What a resumed run's collectors continue from (episodes started per environment)."""
-        return self.episodes.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any] | None) -> None:
-        self.episodes.load_state_dict(state)
+        return killed_clause(actor.collector_id, killed, ports)
 
     # ------------------------------------------------------------------ data
     def publish(self, agent: Agent) -> None:
@@ -422,16 +393,11 @@ class RayCollection:
             self._replace(actor, f"raised an error:\n{str(error).rstrip()}")
             return []
         i = actor.collector_id
-        actor.sent_anything = True
         actor.last_result = time.monotonic()
         actor.pid = pid
         actor.node_id = node_id
         actor.owned_node, actor.owned, actor.ports = owned_node, [tuple(p) for p in owned], list(ports)
-        self.failed_starts[i] = 0
-        self.received[i] += len(chunk)
-        self.stats.received += len(chunk)
-        for rollout in chunk:
-            self.episodes.saw(rollout)
+        self._received(actor, chunk)
         self.actions[i] += played
         self.node_actions[node] = self.node_actions.get(node, 0) + played
         self._submit(actor)
@@ -444,25 +410,10 @@ class RayCollection:
                 self._replace(actor, f"sent nothing for {now - actor.last_result:.0f} s "
                                      f"(collector_timeout_s = {self.timeout_s:g})")
 
-    def _replace(self, actor: _Actor, reason: str) -> None:
-        i = actor.collector_id
+    def _end_worker(self, actor: _Actor) -> str:
         self._fresh_owned(actor)
         self.ray.kill(actor.handle, no_restart=True)
-        killed = self._kill_owned(actor)  # before the replacement launches its own games on the same ports
-        if killed:
-            reason = f"{reason}; {killed}"
-        self.stats.restarts += 1
-        if not actor.sent_anything:
-            self.failed_starts[i] += 1
-        message = f"collector {i} {reason}; its unfinished episodes are dropped, a new collector {i} starts"
-        self.stats.events.append(message)
-        self.on_event(message)
-        self.on_dropped_source(i, actor.incarnation)
-        if self.failed_starts[i] >= MAX_FAILED_STARTS:
-            self.actors[i] = None
-            raise CollectorFailure(f"collector {i} failed {self.failed_starts[i]} times in a row before sending "
-                                   f"anything; last failure: {reason}")
-        self._spawn(i)
+        return self._kill_owned(actor)
 
     # ------------------------------------------------------------------ metrics
     def alive_pids(self) -> list[int]:
