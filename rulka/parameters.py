@@ -461,9 +461,9 @@ class PerformanceParameters:
     concurrent_env_steps: bool | str = param("auto", _AUTO_OR_BOOL)
     """Step (and reset) a collector's environments at the same time, one thread each, instead of one
     after another: a step then lasts as long as the slowest environment's, not the sum of them. It
-    pays for environments that wait on another process (the real game behind its socket: with 1
-    collector x 4 stand-in games it raised actions/s by the ratio in docs/benchmarks.md), not for
-    environments that compute in this process (the simulator: Python's threads would take turns).
+    pays for environments that wait on another process (the real game behind its socket; see
+    docs/benchmarks.md for 1 collector x 4 stand-in games), not for environments that compute in
+    this process (the simulator: Python's threads would take turns).
     ``auto``: when every environment of the collector declares ``steps_wait_on_io`` (TrackMania's
     real-game backend does, the simulator does not); ``true``: always (with 2 or more environments);
     ``false``: never. The rollouts are the same either way (results are recorded in slot order).
