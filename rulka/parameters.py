@@ -27,6 +27,7 @@ _KEYWORD_ARGUMENTS = Rule("a mapping of keyword arguments",
 _COLLECTOR_DEVICE = Rule("cpu, cuda, cuda:N or auto",
                          lambda v: isinstance(v, str) and (v in ("cpu", "cuda", "auto") or
                                                            (v.startswith("cuda:") and v[5:].isdigit())))
+_AUTO_OR_BOOL = Rule("auto, true or false", lambda v: v == "auto" or isinstance(v, bool))
 _RAY_RESOURCES = Rule("a mapping of resource names to amounts >= 0",
                       lambda v: isinstance(v, dict) and all(isinstance(k, str) and is_number(a) and a >= 0
                                                             for k, a in v.items()))
@@ -456,6 +457,18 @@ class PerformanceParameters:
     memory (TrackMania: about 20 KB per action).
 
     Unit: actions | Range: 2-10 x the longest race | See: performance.max_rollout_queue_size, performance.rollout_chunk_actions
+    """
+    concurrent_env_steps: bool | str = param("auto", _AUTO_OR_BOOL)
+    """Step (and reset) a collector's environments at the same time, one thread each, instead of one
+    after another: a step then lasts as long as the slowest environment's, not the sum of them. It
+    pays for environments that wait on another process (the real game behind its socket; see
+    docs/benchmarks.md for 1 collector x 4 stand-in games), not for environments that compute in
+    this process (the simulator: Python's threads would take turns).
+    ``auto``: when every environment of the collector declares ``steps_wait_on_io`` (TrackMania's
+    real-game backend does, the simulator does not); ``true``: always (with 2 or more environments);
+    ``false``: never. The rollouts are the same either way (results are recorded in slot order).
+
+    Range: auto, true, false | See: performance.envs_per_collector
     """
     collector_timeout_s: float = param(300.0, POSITIVE)
     """A collector that gives no sign of life for this long (a hung game) is killed and replaced, and

@@ -61,6 +61,10 @@ class CarState:
 class TrackManiaBackend(abc.ABC):
     """Runs one car on one track, one agent action (``tm_engine_step_per_action`` ticks) at a time."""
 
+    #: ``start_race`` and ``step`` mostly wait on another process (a game behind a socket), so a
+    #: collector may run several such backends' environments at the same time, each in a thread.
+    steps_wait_on_io: bool = False
+
     @abc.abstractmethod
     def start_race(self, track: object, seed: int | None) -> tuple[CarState, np.ndarray]:
         """Put the car on the start of ``track`` at race time 0.

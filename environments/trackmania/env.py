@@ -147,6 +147,12 @@ class TrackManiaEnv(gym.Env):
         """Release the backend."""
         self.backend.close()
 
+    @property
+    def steps_wait_on_io(self) -> bool:
+        """The backend mostly waits on another process (the real game): the hook of
+        :mod:`rulka.collection.concurrent_steps`, so that a collector steps its games at the same time."""
+        return bool(getattr(self.backend, "steps_wait_on_io", False))
+
     def owned_pids(self) -> tuple[int, ...]:
         """The processes this environment's backend launched and still runs (the real game and its
         launch script; ``()`` on the simulator): the hook of :mod:`rulka.collection.owned`, so that a

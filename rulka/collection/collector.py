@@ -14,6 +14,11 @@ waiting (no reset) and steps only the others, so a caller can hold back new race
 without stalling an environment in the middle of one (a game that waits mid-race drops the race after
 its in-race timeout). ``on_reset(True)`` / ``on_reset(False)`` bracket every reset (a game's launch, map
 load and countdown), e.g. to keep a heartbeat going.
+
+Environments that wait on I/O (a game behind a socket) can be stepped at the same time
+(``concurrent``, :mod:`rulka.collection.concurrent_steps`): their ``reset`` and ``step`` run in a pool
+of threads, one per environment, and the results are recorded in slot order as before, so the
+rollouts are the same; concurrent resets are bracketed by one ``on_reset`` pair.
 """
 from __future__ import annotations
 
@@ -23,9 +28,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from agents.agent import Agent
+from rulka.collection.concurrent_steps import StepPool, use_concurrent_steps
 from rulka.collection.rollout import EpisodePlan, EpisodeSpec, Rollout
 from rulka.core_types import RunPhase
-from rulka.level_manager import LevelManager
+from rulka.level_manager import LevelManager, StepResult
 
 
 def episode_seed(seed: int, instance: int, episode: int) -> int:
@@ -80,7 +86,12 @@ class Collector:
             returns the gradient updates of the weights about to act.
         episodes_started: per environment, the episodes a previous collector already started (a
             replaced collector, a resumed run): reset seeds and plans continue from there.
-        on_reset: called with True before and False after each environment reset.
+        on_reset: called with True before and False after each environment reset (once around
+            resets that run at the same time).
+        concurrent: step and reset the environments at the same time, each in a thread of its own
+            (``performance.concurrent_env_steps``): True, False, or ``"auto"`` (when every environment
+            declares ``steps_wait_on_io``, see :mod:`rulka.collection.concurrent_steps`). The input and
+            output filters then run in those threads too (rulka's filters hold no state).
     """
 
     def __init__(self, agent: Agent, levels: Sequence[LevelManager], plans: Sequence[EpisodePlan],
@@ -89,7 +100,7 @@ class Collector:
                  record_steps: bool = True,
                  before_acting: Callable[[bool], int] | None = None,
                  episodes_started: Sequence[int] | None = None,
-                 on_reset: Callable[[bool], None] | None = None) -> None:
+                 on_reset: Callable[[bool], None] | None = None, concurrent: bool | str = False) -> None:
         if len(levels) != len(plans) or not levels:
             raise ValueError(f"give one plan per environment (got {len(levels)} environments, {len(plans)} plans)")
         instances = list(range(len(levels))) if instances is None else list(instances)
@@ -111,6 +122,16 @@ class Collector:
         self.last_step_actions = 0
         self._batch = {k: np.zeros((len(levels), *s.shape), dtype=s.dtype)
                        for k, s in agent.observation_space.spaces.items()}
+        n = len(levels)
+        #: Steps and resets run at the same time (see ``concurrent``): the pool and its reused lists.
+        self.concurrent = use_concurrent_steps(concurrent, [level.env for level in levels])
+        self._pool = StepPool(n) if self.concurrent else None
+        self._active: list[_Slot] = []
+        self._starting: list[_Slot] = []
+        self._pending_actions = [0] * n
+        self._results: list[StepResult | None] = [None] * n
+        self._reset_args: list[tuple[EpisodeSpec, int] | None] = [None] * n
+        self._first_observations: list[dict[str, np.ndarray] | None] = [None] * n
 
     # ------------------------------------------------------------------ stepping
     def step(self, heatup: bool, start_episodes: bool = True) -> list[Rollout]:
@@ -120,15 +141,21 @@ class Collector:
         action (it waits between races); the others play on. When every environment waits, nothing
         is played (``last_step_actions`` is 0).
         """
-        starting = False
-        active = []
+        active, to_start = self._active, self._starting
+        active.clear()
+        to_start.clear()
         for slot in self.slots:
             if slot.level.observation is None:
                 if not start_episodes:
                     continue
-                self._start_episode(slot)
-                starting = True
+                to_start.append(slot)
             active.append(slot)
+        starting = bool(to_start)
+        if self._pool is not None and len(to_start) > 1:
+            self._start_episodes_together(to_start)
+        else:
+            for slot in to_start:
+                self._start_episode(slot)
         self.last_step_actions = len(active)
         if not active:
             return []
@@ -141,24 +168,53 @@ class Collector:
         phases = [self._phase(slot.spec, heatup) for slot in active]
         actions, greedy = self._choose(active, phases)
         rollouts = []
-        for i, slot in enumerate(active):
-            if self.record_steps:
-                slot.step_policy_updates.append(policy_updates)
-                slot.step_times.append(chosen_at)
-            rollout = self._apply(slot, int(actions[i]), bool(greedy[i]), phases[i])
-            if rollout is not None:
-                rollouts.append(rollout)
+        if self._pool is not None and len(active) > 1:
+            self._step_together(active, actions, greedy, phases, policy_updates, chosen_at, rollouts)
+        else:
+            for i, slot in enumerate(active):
+                action = int(actions[i])
+                rollout = self._record(slot, slot.level.apply(action), action, bool(greedy[i]), phases[i],
+                                       policy_updates, chosen_at)
+                if rollout is not None:
+                    rollouts.append(rollout)
         self.actions_played += len(active)
         return rollouts
+
+    def _step_together(self, active: list[_Slot], actions: np.ndarray, greedy: np.ndarray, phases: list[RunPhase],
+                       policy_updates: int, chosen_at: float, rollouts: list[Rollout]) -> None:
+        """Step the ``active`` environments at the same time; record their results in slot order.
+        When some raised, the others' steps are still recorded, then the first slot's error is raised."""
+        pending, results = self._pending_actions, self._results
+        for i in range(len(active)):
+            pending[i] = int(actions[i])
+        try:
+            self._pool.run(self._apply_one, len(active))
+        finally:
+            for i, slot in enumerate(active):
+                result, results[i] = results[i], None
+                if result is None:
+                    continue
+                rollout = self._record(slot, result, pending[i], bool(greedy[i]), phases[i], policy_updates, chosen_at)
+                if rollout is not None:
+                    rollouts.append(rollout)
+
+    def _apply_one(self, i: int) -> None:
+        """Pool task: play the pending action of active environment ``i``."""
+        self._results[i] = self._active[i].level.apply(self._pending_actions[i])
 
     @property
     def racing(self) -> bool:
         """Some environment is in the middle of an episode."""
         return any(slot.level.observation is not None for slot in self.slots)
 
-    def _start_episode(self, slot: _Slot) -> None:
+    def _next_reset(self, slot: _Slot) -> tuple[EpisodeSpec, int]:
+        """The next episode of ``slot`` and its reset seed."""
         spec = slot.plan.next_episode()
         seed = spec.seed if spec.seed is not None else episode_seed(self.seed, slot.instance, slot.episodes_started)
+        return spec, seed
+
+    def _start_episode(self, slot: _Slot) -> None:
+        spec, seed = self._next_reset(slot)
         if self.on_reset is not None:
             self.on_reset(True)
         try:
@@ -166,10 +222,37 @@ class Collector:
         finally:
             if self.on_reset is not None:
                 self.on_reset(False)
+        self._begin_episode(slot, spec, observation)
+
+    def _begin_episode(self, slot: _Slot, spec: EpisodeSpec, observation: dict[str, np.ndarray]) -> None:
         slot.spec = spec
         slot.episodes_started += 1
         slot.played_in_heatup = False
         slot.begin_chunk(observation, 0, self.info_keys if self.record_steps else ())
+
+    def _start_episodes_together(self, slots: list[_Slot]) -> None:
+        """Reset ``slots`` at the same time (plans and seeds drawn in slot order, one ``on_reset`` pair).
+        When some raised, the others' episodes still begin, then the first slot's error is raised."""
+        args, observations = self._reset_args, self._first_observations
+        for i, slot in enumerate(slots):
+            args[i] = self._next_reset(slot)
+        if self.on_reset is not None:
+            self.on_reset(True)
+        try:
+            self._pool.run(self._reset_one, len(slots))
+        finally:
+            if self.on_reset is not None:
+                self.on_reset(False)
+            for i, slot in enumerate(slots):
+                observation, observations[i] = observations[i], None
+                (spec, _), args[i] = args[i], None
+                if observation is not None:
+                    self._begin_episode(slot, spec, observation)
+
+    def _reset_one(self, i: int) -> None:
+        """Pool task: reset the environment of slot ``i`` of the slots starting an episode."""
+        spec, seed = self._reset_args[i]
+        self._first_observations[i] = self._starting[i].level.reset(seed=seed, options=spec.reset_options)
 
     @staticmethod
     def _phase(spec: EpisodeSpec, heatup: bool) -> RunPhase:
@@ -195,14 +278,15 @@ class Collector:
             actions[rows], greedy[rows] = info.actions, info.was_greedy
         return actions, greedy
 
-    def _apply(self, slot: _Slot, action: int, was_greedy: bool, phase: RunPhase) -> Rollout | None:
-        result = slot.level.apply(action)
-        if result.discarded:
-            if self.record_steps:  # the step never happened
-                slot.step_policy_updates.pop()
-                slot.step_times.pop()
+    def _record(self, slot: _Slot, result: StepResult, action: int, was_greedy: bool, phase: RunPhase,
+                policy_updates: int, chosen_at: float) -> Rollout | None:
+        """Record the step ``result`` of ``slot`` (``action`` chosen at ``chosen_at`` by the weights of
+        ``policy_updates``); the chunk it completed, if any."""
+        if result.discarded:  # the step never happened
             return self._flush(slot, phase, result.info, discarded=True)
         if self.record_steps:
+            slot.step_policy_updates.append(policy_updates)
+            slot.step_times.append(chosen_at)
             slot.states.append(result.next_observation)
             slot.actions.append(action)
             slot.greedy.append(was_greedy)
@@ -236,5 +320,7 @@ class Collector:
         return rollout
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
         for slot in self.slots:
             slot.level.env.close()

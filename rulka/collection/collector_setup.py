@@ -66,4 +66,5 @@ class CollectorSetup:
         plans = [self.plan_factory(self.config, i) for i in instances]
         chunk = 1 if continues and len(envs) == 1 else self.config.performance.rollout_chunk_actions
         return Collector(agent, levels, plans, (collector_id, incarnation), self.seed, instances, chunk, continues,
-                         self.info_keys, True, before_acting, episodes_started, on_reset)
+                         self.info_keys, True, before_acting, episodes_started, on_reset,
+                         concurrent=self.config.performance.concurrent_env_steps)

@@ -79,6 +79,10 @@ class TMIBackend(TrackManiaBackend):
         port: the plugin's port; default ``settings.base_port + instance_index``.
     """
 
+    #: A step is a few socket round trips to the game (rulka's process idle meanwhile): a collector
+    #: steps several games at the same time (``performance.concurrent_env_steps: auto``).
+    steps_wait_on_io = True
+
     def __init__(
         self,
         instance_index: int = 0,
