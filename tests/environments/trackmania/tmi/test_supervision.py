@@ -96,7 +96,13 @@ def _learner_stalled_mid_race_loses_no_race(run: StandinRun, ports: list[int]) -
     """SIGSTOP the learner (it reads no rollout, publishes no weights) for LEARNER_STALL_S while the games
     race, then SIGCONT: the collectors play the race in flight to its end into their local buffers and wait
     between races, so no game is kept waiting mid-race past its in-race timeout: no race is discarded, and
-    each game races again after the stall."""
+    each game races again after the stall.
+
+    Why a stall of the in-race timeout (10 s) + 5 s proves what the issue's 60 s stall against the default
+    30 s timeout does: a collector that waited on its full queue share mid-race would keep its game waiting
+    for the rest of the stall, longer than the timeout either way, and that game would drop the race. Seen:
+    with ``performance.collector_buffer_actions=20`` (the local buffer full after one chunk, so the
+    collector waits mid-race) this check fails, both games' races in flight discarded."""
     run.wait_mid_race(ports[-1], RECOVER_S)
     since = _Since(run)
     os.kill(run.process.pid, signal.SIGSTOP)  # the learner stalls: reads nothing, publishes nothing
