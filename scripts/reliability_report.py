@@ -50,7 +50,8 @@ class GameFault:
 
 
 #: The faults of game processes and collectors that the stand-in games are put through
-#: (tests/environments/trackmania/tmi/test_supervision.py); each row's result is its test's.
+#: (tests/environments/trackmania/tmi/test_supervision.py); each row's result is its test's (the faults a run
+#: survives share one run and one test, injected in turn; a run that cannot start has a test of its own).
 SUPERVISION = "tests/environments/trackmania/tmi/test_supervision.py"
 GAME_FAULTS = (
     GameFault("A game is killed (SIGKILL) mid-race",
@@ -58,21 +59,26 @@ GAME_FAULTS = (
               "the race in flight is discarded (`race discarded: game instance N (port P): ...; the game is gone`), "
               "not written to races.csv nor trained on as an ending; the dead game is reaped and the same "
               "collector launches a new game on the same port at the next race",
-              f"{SUPERVISION}::test_supervision_game_killed_mid_race_is_relaunched_by_its_collector"),
+              f"{SUPERVISION}::test_supervision_faults_in_turn_in_one_run"),
     GameFault("A game hangs mid-race (SIGSTOP)",
               "the collector's read times out after `environment.timeout_during_run_ms` (default 30 s)",
               "the race in flight is discarded (`...; the game hung: killed (pids ...)`); the game is killed "
               "(SIGKILL works on a stopped process) and reaped, and relaunched on its port at the next race",
-              f"{SUPERVISION}::test_supervision_game_stopped_mid_race_is_killed_and_relaunched"),
+              f"{SUPERVISION}::test_supervision_faults_in_turn_in_one_run"),
     GameFault("A collector is killed (SIGKILL) mid-race",
               "the learner sees the collector process exit (`collector N died (exit code -9)`)",
               "the learner kills the games the collector reported (pid and start time) before it starts a new "
               "collector, whose game takes the freed port; the collector's unfinished episodes are dropped",
-              f"{SUPERVISION}::test_supervision_collector_killed_mid_race_takes_its_game_along"),
+              f"{SUPERVISION}::test_supervision_faults_in_turn_in_one_run"),
     GameFault("An orphan game of ours (an earlier run's or collector's) holds the port at launch",
               "the launch finds a listener on the port whose environment carries `RULKA_TMI_LAUNCH_ID`",
               "it is killed (logged with its pid) under the launch lock before the new game starts",
-              f"{SUPERVISION}::test_supervision_orphan_game_of_ours_holding_the_port_is_killed_before_launch"),
+              f"{SUPERVISION}::test_supervision_faults_in_turn_in_one_run"),
+    GameFault("The learner stalls (SIGSTOP) longer than the games' in-race timeout while they race",
+              "nothing to detect: a collector whose share of the rollout queue is full keeps playing the race in "
+              "flight into its local buffer (`performance.collector_buffer_actions`) and waits between races",
+              "no race is discarded and no game drops its client; the races go on after the stall",
+              f"{SUPERVISION}::test_supervision_faults_in_turn_in_one_run"),
     GameFault("A stranger's program holds the port at launch",
               "the listener on the port has no rulka launch marker (or belongs to another user)",
               "not killed: `PortHeldError` names its pid and command line and the fix (stop it, or choose other "
