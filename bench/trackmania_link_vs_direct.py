@@ -31,7 +31,6 @@ import csv
 import math
 import multiprocessing
 import os
-import socket
 import statistics
 import struct
 import subprocess
@@ -44,25 +43,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from environments.trackmania.tmi.standin.ports import free_port_block  # noqa: E402
+
 TRACK = "short"
 LEARNING_OFF = ["training.train_every_n_env_steps=1000000000", "memory.memory_size_schedule=[[0, [50000, 1000]]]"]
-
-
-def free_base_port(n: int = 8) -> int:
-    """A base port with ``n`` free ports after it (probed)."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n > 65535:
-            continue
-        try:
-            for port in range(base, base + n):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
 
 
 def use_standin_games() -> None:
@@ -71,7 +55,7 @@ def use_standin_games() -> None:
 
     host_binary()  # build once, before collectors launch four games at the same time
     os.environ.update({"TMI_LINUX_LAUNCH_SCRIPT": str(LAUNCH_SCRIPT), "TMI_ACCOUNT_NAME": "standin",
-                       "TMI_BASE_PORT": str(free_base_port()), "RULKA_STANDIN_PYTHON": sys.executable,
+                       "TMI_BASE_PORT": str(free_port_block(8)), "RULKA_STANDIN_PYTHON": sys.executable,
                        "TMI_START_TIMEOUT_S": "120"})
 
 

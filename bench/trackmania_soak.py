@@ -34,7 +34,6 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -48,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 from environments.trackmania.tmi.launcher import LAUNCH_MARKER  # noqa: E402
 from environments.trackmania.tmi.processes import descendants, list_processes, process_environ, process_info  # noqa: E402
 from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT, StandinBuildError, host_binary  # noqa: E402
+from environments.trackmania.tmi.standin.ports import free_port_block  # noqa: E402
 
 STANDIN_YAML = ROOT / "presets" / "trackmania_iqn_uni_standin.yaml"
 FAULTS = ("game_kill", "game_stop", "collector_kill")
@@ -72,24 +72,6 @@ class Watch:
     launches: set[str] = field(default_factory=set)
     collectors: set[int] = field(default_factory=set)
     steps: list[tuple[float, int]] = field(default_factory=list)  # (soak time s, learner env steps)
-
-
-def free_port_block(n: int) -> int:
-    """A base port whose next ``n`` ports were free a moment ago."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n > 65535:
-            continue
-        try:
-            for port in range(base, base + n):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError("no block of free ports")
 
 
 def games_of(root_pid: int) -> dict[int, tuple[int, int]]:

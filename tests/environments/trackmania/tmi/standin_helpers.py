@@ -5,7 +5,6 @@ import csv
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from environments.trackmania.tmi.processes import list_processes, process_cmdlin
 from environments.trackmania.tmi.settings import TMISettings
 from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT, REPO_ROOT, StandinBuildError, host_binary
 from environments.trackmania.tmi.standin.physics import restore_snapshot
+from environments.trackmania.tmi.standin.ports import free_port_block
 
 
 def standin_available() -> None:
@@ -29,27 +29,6 @@ def standin_available() -> None:
         host_binary()
     except StandinBuildError as error:
         pytest.skip(str(error))
-
-
-def free_port_block(n: int) -> int:
-    """A base port whose next ``n`` ports were free a moment ago (probing each)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n > 65535:
-            continue
-        ok = True
-        for port in range(base, base + n):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise RuntimeError("no block of free ports")
 
 
 def standin_settings(n: int = 1) -> TMISettings:
