@@ -25,7 +25,8 @@ from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 from environments.trackmania.rewards import EpisodeEndRules, RewardFunction
 from environments.trackmania.track import Track
 from environments.trackmania.tracks import resolve_track
-from environments.trackmania.zones import REAL_CHECKPOINT_RADIUS_M, ZoneCenters, ZoneTracker
+from environments.trackmania.zones import (REAL_CHECKPOINT_RADIUS_M, ZoneCenters, ZoneTracker,
+                                          checkpoint_radius_for_gate)
 
 _SEED_BOUND = 2 ** 31 - 1
 
@@ -168,21 +169,22 @@ class TrackManiaEnv(gym.Env):
     def _set_track(self, track: Track) -> None:
         """Build everything that depends on the track: zones, tracker, observation builder."""
         params = self.params
-        real_cps, pair_radius = None, None
+        real_cps, pair_radius, cp_radius = None, None, REAL_CHECKPOINT_RADIUS_M
         if params.sync_virtual_and_real_checkpoints:
             # a backend that races real maps (tmi) reads their checkpoints from the map file
             read_map = getattr(self.backend, "map_checkpoint_positions", None)
             map_cps = read_map(track) if callable(read_map) else None
             if map_cps is not None:
                 real_cps, pair_radius = map_cps, REAL_CHECKPOINT_RADIUS_M
-            else:
-                real_cps = track.checkpoint_positions
+            else:  # the track's own gates (simulator, stand-in games)
+                real_cps, cp_radius = track.checkpoint_positions, checkpoint_radius_for_gate(track.gate_half_width)
         self.zones = ZoneCenters.from_raw_line(
             track.reference_line,
             params.n_zone_centers_extrapolate_before_start_of_map,
             params.n_zone_centers_extrapolate_after_end_of_map,
             real_checkpoints=real_cps,
             pair_radius_m=pair_radius,
+            checkpoint_radius_m=cp_radius,
         )
         self._start_progress_m = self.zones.progress_m(self.zones.first_real,
                                                        self.zones.centers[self.zones.first_real])

@@ -174,7 +174,10 @@ class TrackManiaEnvironmentParameters:
     such a point when the car is within 12 m of the real checkpoint: progress cannot count a
     shortcut that skips a checkpoint the game would refuse. In the real game they are read from the
     map's .Challenge.Gbx (needs the pygbx extra, pip install 'rulka[tmi]', and TMI_USER_DATA_PATH for
-    relative map paths) and paired with every reference point within 12 m, once per lap."""
+    relative map paths) and paired with every reference point within 12 m, once per lap. On the
+    simulator (and stand-in games) a track's own checkpoints use the reach of their gates instead of
+    12 m (hypot(gate half-width, 6 m): 15.2 m on the built-in tracks), so a line that crosses a gate
+    near its wall is not held."""
 
     # --- frame ---
     W_downsized: int = param(160, _FRAME_SIDE)

@@ -158,6 +158,13 @@ class Track:
         t = self.tangent_xz
         return np.stack([t[:, 1], -t[:, 0]], axis=1)
 
+    @property
+    def gate_half_width(self) -> float:
+        """A checkpoint or finish gate counts a car that crosses it at most this far from the line, m:
+        the road and its run-off up to the walls, as a game's checkpoint block triggers across its
+        whole width between the barriers."""
+        return 0.5 * self.road_width + self.runoff_width
+
     @cached_property
     def checkpoint_positions(self) -> np.ndarray:
         """(K, 3) world positions of the real checkpoints."""

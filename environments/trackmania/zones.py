@@ -12,14 +12,26 @@ import numpy as np
 
 #: Smoothing half-window, points: z[i] = (z[i - 5] + z[i + 5]) / 2 for i in [5, n - 5).
 SMOOTHING_HALF_WINDOW = 5
-#: Distance within which the car must be of a real checkpoint to advance onto its paired point, m.
+#: Distance within which the car must be of a real checkpoint to advance onto its paired point, m
+#: (Linesight's, for checkpoint blocks read from a real map: their centre, 32 m blocks).
 REAL_CHECKPOINT_RADIUS_M = 12.0
+#: How far past a gate the tracker may first see a car that crossed it: one 50 ms action at 430 km/h, m.
+GATE_ALONG_MARGIN_M = 6.0
 #: When map checkpoints are paired within a radius, points this close (either side) to a pairing are
 #: not paired again with the same checkpoint: 100 m at 0.5 m spacing (Linesight's window; a later lap
 #: passes the checkpoint again further along the line).
 LAP_PAIRING_EXCLUSION_POINTS = 200
 #: Distances computed per tracking call (points); the window grows when the car outruns it.
 _WINDOW = 48
+
+
+def checkpoint_radius_for_gate(gate_half_width_m: float) -> float:
+    """The zone rule's radius for checkpoints that are gates of this half-width on the line (the
+    simulator's and the stand-in's, whose gates count a car up to the walls), m: a car that crossed
+    the gate anywhere within it, seen up to one action later, is inside it. With Linesight's 12 m on
+    the simulator's 14 m gates, a fast line along the wall passed the gate, yet its progress held
+    there until the no-progress cut-off (``far_from_checkpoint_K_of_N``)."""
+    return math.hypot(gate_half_width_m, GATE_ALONG_MARGIN_M)
 
 
 def extrapolate_and_smooth(raw_line: np.ndarray, n_before: int, n_after: int) -> np.ndarray:
@@ -71,6 +83,7 @@ class ZoneCenters:
         n_after: int = 1000,
         real_checkpoints: np.ndarray | None = None,
         pair_radius_m: float | None = None,
+        checkpoint_radius_m: float = REAL_CHECKPOINT_RADIUS_M,
     ) -> "ZoneCenters":
         """Build from a raw (N, 3) reference line and pair ``real_checkpoints`` (K, 3) with its points.
 
@@ -79,7 +92,9 @@ class ZoneCenters:
         finish lines included, one block per gate even on multi-lap maps) as Linesight does: each
         checkpoint is paired with the nearest point within ``pair_radius_m``, then again with the nearest
         outside :data:`LAP_PAIRING_EXCLUSION_POINTS` of the pairings so far (one per lap), and with
-        none if no point is that close.
+        none if no point is that close. ``checkpoint_radius_m``: the car must be within this of a
+        paired checkpoint to advance onto its point (Linesight's 12 m for a real map's blocks;
+        :func:`checkpoint_radius_for_gate` for the simulator's gates).
         """
         centers = extrapolate_and_smooth(raw_line, n_before, n_after)
         transitions = 0.5 * (centers[1:] + centers[:-1])
@@ -98,7 +113,7 @@ class ZoneCenters:
                     if pair_radius_m is not None and not d_cp[j] < pair_radius_m:
                         break
                     cp_pos[j + n_before] = cp
-                    cp_radius[j + n_before] = REAL_CHECKPOINT_RADIUS_M
+                    cp_radius[j + n_before] = checkpoint_radius_m
                     if pair_radius_m is None:
                         break
                     d_cp[max(0, j - LAP_PAIRING_EXCLUSION_POINTS): j + LAP_PAIRING_EXCLUSION_POINTS] = np.inf

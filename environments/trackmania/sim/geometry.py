@@ -20,9 +20,7 @@ class SimTrackGeometry:
     """Raw-line geometry as lists (fast scalar indexing): positions, horizontal tangent / left normal,
     arc length (m), slope dy/ds (dimensionless), plus the road half-width and wall distance (m).
 
-    ``gate_half_width``: a checkpoint or finish gate counts a car that crosses it at most this far
-    from the line, m: the road and its run-off up to the walls, as a checkpoint or finish block of the
-    game triggers across its whole width between the barriers."""
+    ``gate_half_width``: :attr:`Track.gate_half_width`, m."""
 
     x: list[float]
     y: list[float]
@@ -74,9 +72,9 @@ def sim_geometry(track: Track) -> SimTrackGeometry:
         x=line[:, 0].tolist(), y=y.tolist(), z=line[:, 2].tolist(),
         tx=t[:, 0].tolist(), tz=t[:, 1].tolist(), nx=nrm[:, 0].tolist(), nz=nrm[:, 1].tolist(),
         s=s.tolist(), slope=slope.tolist(), n=n, mean_spacing=float(s[-1] / (n - 1)),
-        half_width=0.5 * track.road_width, wall_distance=0.5 * track.road_width + track.runoff_width,
+        half_width=0.5 * track.road_width, wall_distance=track.gate_half_width,
         finish_s=float(s[-1]), checkpoint_s=sorted(float(c) for c in track.checkpoint_s),
-        gate_half_width=0.5 * track.road_width + track.runoff_width,
+        gate_half_width=track.gate_half_width,
     )
     _CACHE[track] = geo
     return geo

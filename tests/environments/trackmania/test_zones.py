@@ -5,7 +5,8 @@ import math
 
 import numpy as np
 
-from environments.trackmania.zones import ZoneCenters, ZoneTracker, extrapolate_and_smooth
+from environments.trackmania.zones import (REAL_CHECKPOINT_RADIUS_M, ZoneCenters, ZoneTracker, checkpoint_radius_for_gate,
+                                          extrapolate_and_smooth)
 from tests.environments.trackmania.helpers import straight_line
 
 
@@ -107,3 +108,31 @@ def test_real_checkpoint_pairing_requires_the_car_within_12_m():
     assert _drive(blocked, 5.0, 0.0, 70.0) > paired  # passes 5 m beside it
     free = ZoneTracker(zones, road_width=90, use_real_checkpoints=False)
     assert _drive(free, 20.0, 0.0, 70.0) > paired
+
+
+def test_a_gate_crossed_near_its_wall_lets_the_progress_through():
+    """Protects the simulator's zone radius: a car that crosses a 14 m gate 13 m beside the line (along
+    the wall, where the gate counts it) advances past the checkpoint; with Linesight's 12 m it was held
+    there until the no-progress cut-off (``far_from_checkpoint``)."""
+    line = straight_line(100.0)
+    cp = np.array([0.0, 10.0, 50.0])
+    gate = ZoneCenters.from_raw_line(line, 20, 100, real_checkpoints=cp[None],
+                                     checkpoint_radius_m=checkpoint_radius_for_gate(14.0))
+    paired = int(np.argmin(np.linalg.norm(gate.centers - cp, axis=1)))
+    assert _drive(ZoneTracker(gate, road_width=90), 13.0, 0.0, 70.0, step=5.0) > paired  # 5 m per action
+    linesight = _zones(line, cps=cp[None])
+    assert _drive(ZoneTracker(linesight, road_width=90), 13.0, 0.0, 70.0, step=5.0) == paired - 1
+
+
+def test_simulator_tracks_pair_their_checkpoints_with_their_gate_radius():
+    """The environment gives the simulator's own checkpoints the radius of their gates (road and run-off),
+    and keeps 12 m only for checkpoints read from a real map."""
+    from environments.trackmania.env import TrackManiaEnv
+    from environments.trackmania.tracks import get_track
+
+    env = TrackManiaEnv(track="short")
+    radius = env.zones.checkpoint_radius[np.isfinite(env.zones.checkpoint_radius)]
+    assert len(radius) == len(get_track("short").checkpoint_positions) > 0
+    assert np.allclose(radius, checkpoint_radius_for_gate(get_track("short").gate_half_width))
+    assert radius[0] > REAL_CHECKPOINT_RADIUS_M
+    env.close()
