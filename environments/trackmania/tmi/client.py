@@ -31,6 +31,7 @@ from .protocol import (
     Transport,
     bgra_to_gray,
     pack_header,
+    receive_error,
     send_all,
 )
 
@@ -66,18 +67,10 @@ class _Reader:
                 chunk = self._transport.recv(min(len(target), 1 << 20))
                 count = len(chunk)
                 target[:count] = chunk
-        except socket.timeout as exc:  # socket.timeout is TimeoutError on 3.10+
-            raise TMInterfaceTimeout(
-                f"timed out after receiving {got} of {n} bytes", message_id=message_id, expected=expected
-            ) from exc
-        except OSError as exc:
-            raise TMInterfaceConnectionClosed(
-                f"socket error after {got} of {n} bytes: {exc}", message_id=message_id, expected=expected
-            ) from exc
+        except OSError as exc:  # socket.timeout (TimeoutError on 3.10+) is one
+            raise receive_error(exc, got, n, message_id=message_id, expected=expected) from exc
         if not count:
-            raise TMInterfaceConnectionClosed(
-                f"connection closed by the game after {got} of {n} bytes", message_id=message_id, expected=expected
-            )
+            raise receive_error(None, got, n, message_id=message_id, expected=expected)
         return count
 
     def read(self, n: int, *, message_id: int | None, expected: str) -> bytes:

@@ -147,6 +147,21 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
+def receive_error(exc: OSError | None, got: int, n: int, *, message_id: int | None,
+                  expected: str) -> TMInterfaceError:
+    """The error for a receive that failed with ``exc`` (None: the game closed the stream) after
+    ``got`` of ``n`` bytes: :class:`TMInterfaceTimeout` for a timeout, else
+    :class:`TMInterfaceConnectionClosed`."""
+    if exc is None:
+        return TMInterfaceConnectionClosed(f"connection closed by the game after {got} of {n} bytes",
+                                           message_id=message_id, expected=expected)
+    if isinstance(exc, socket.timeout):
+        return TMInterfaceTimeout(f"timed out after receiving {got} of {n} bytes",
+                                  message_id=message_id, expected=expected)
+    return TMInterfaceConnectionClosed(f"socket error after {got} of {n} bytes: {exc}",
+                                       message_id=message_id, expected=expected)
+
+
 def recv_exactly(transport: Transport, n: int, *, message_id: int | None, expected: str) -> bytes:
     """Read exactly ``n`` bytes, looping on ``recv``.
 
@@ -162,20 +177,10 @@ def recv_exactly(transport: Transport, n: int, *, message_id: int | None, expect
     while got < n:
         try:
             chunk = transport.recv(min(n - got, 1 << 20))
-        except socket.timeout as exc:  # socket.timeout is TimeoutError on 3.10+
-            raise TMInterfaceTimeout(
-                f"timed out after receiving {got} of {n} bytes", message_id=message_id, expected=expected
-            ) from exc
-        except OSError as exc:
-            raise TMInterfaceConnectionClosed(
-                f"socket error after {got} of {n} bytes: {exc}", message_id=message_id, expected=expected
-            ) from exc
+        except OSError as exc:  # socket.timeout (TimeoutError on 3.10+) is one
+            raise receive_error(exc, got, n, message_id=message_id, expected=expected) from exc
         if not chunk:
-            raise TMInterfaceConnectionClosed(
-                f"connection closed by the game after {got} of {n} bytes",
-                message_id=message_id,
-                expected=expected,
-            )
+            raise receive_error(None, got, n, message_id=message_id, expected=expected)
         chunks.append(chunk)
         got += len(chunk)
     return b"".join(chunks)
