@@ -45,6 +45,11 @@ IN_RACE_TIMEOUT_S = 10.0
 #: ("race discarded"). The issue's 60 s against the default 30 s timeout proves the same thing with 2x the
 #: timeout; 15 s against 10 s keeps the stall longer than the timeout, which is all that matters.
 LEARNER_STALL_S = IN_RACE_TIMEOUT_S + 5.0
+#: A fault injected "mid-race" (by the game's trace) can land just after the collector ended that race; such
+#: a fault is repeated, this many times at most (see _game_killed_mid_race_is_relaunched).
+MID_RACE_ATTEMPTS = 3
+#: A stopped game not killed by the in-race timeout plus this margin was stopped between races.
+STOP_MARGIN_S = 20.0
 
 
 def _alive(pid: int) -> bool:
@@ -116,57 +121,95 @@ def _learner_stalled_mid_race_loses_no_race(run: StandinRun, ports: list[int]) -
     assert "discarded" not in since.text() and "died (exit code" not in since.text(), since.text()[-3000:]
 
 
+def _discard_line(run: StandinRun, port: int) -> str:
+    return f"race discarded: game instance {port - run.base_port} (port {port})"
+
+
+def _failures_between_races(run: StandinRun, port: int, text: str) -> int:
+    """Lines of ``text`` where a collector logs a failure of its game while it starts the next race
+    (nothing in flight, so nothing discarded)."""
+    head = f"game instance {port - run.base_port} (port {port}): "
+    return sum(line.startswith(head) for line in text.splitlines())
+
+
 def _game_killed_mid_race_is_relaunched(run: StandinRun, port: int, other_port: int) -> None:
     """SIGKILL the game on ``port`` while it races: its collector sees the connection drop, discards that
     race (once: not in races.csv), reaps the dead game (no zombie), launches a new game on the same port
-    that races; the collector itself is not replaced and the other game keeps racing."""
-    victim = run.game_on(port)
-    collector = process_info(victim).ppid  # the launch script execs the game: its parent is the collector
-    run.note_all()
-    run.wait_mid_race(port, RECOVER_S)
-    since = _Since(run)
-    os.kill(victim, signal.SIGKILL)
+    that races; the collector itself is not replaced and the other game keeps racing.
 
-    run.wait(lambda: reaped(victim), RECOVER_S, f"the killed game {victim} is reaped by its collector")
-    run.wait(lambda: run.game_on(port) not in (None, victim), RECOVER_S, f"a new game serves port {port}")
-    assert process_info(run.game_on(port)).ppid == collector, "the same collector relaunched its game"
-    raced, other_raced = len(run.races_of(port)), len(run.races_of(other_port))
-    run.wait(lambda: len(run.races_of(port)) > raced and len(run.races_of(other_port)) > other_raced, RECOVER_S,
-             f"the new game on port {port} and the other game race")
-    text = since.text()
-    assert _alive(collector) and "died (exit code" not in text, "the collector was not replaced"
-    assert text.count(f"race discarded: game instance {port - run.base_port} (port {port})") == 1, text[-3000:]
+    "While it races" is read from the game's trace (its last frame is of an unfinished race), but the
+    collector may have ended that race at that very frame (a cut-off) and be starting the next one when the
+    kill lands: then it logs a failure at the start (no race in flight, nothing discarded) and recovers the
+    same way. Seen once in CI. Such a kill is checked for recovery and the kill is repeated on the new game,
+    up to MID_RACE_ATTEMPTS times; one of them must land mid-race."""
+    for _ in range(MID_RACE_ATTEMPTS):
+        victim = run.game_on(port)
+        collector = process_info(victim).ppid  # the launch script execs the game: its parent is the collector
+        run.note_all()
+        run.wait_mid_race(port, RECOVER_S)
+        since = _Since(run)
+        os.kill(victim, signal.SIGKILL)
+
+        run.wait(lambda: reaped(victim), RECOVER_S, f"the killed game {victim} is reaped by its collector")
+        run.wait(lambda: run.game_on(port) not in (None, victim), RECOVER_S, f"a new game serves port {port}")
+        assert process_info(run.game_on(port)).ppid == collector, "the same collector relaunched its game"
+        raced, other_raced = len(run.races_of(port)), len(run.races_of(other_port))
+        run.wait(lambda: len(run.races_of(port)) > raced and len(run.races_of(other_port)) > other_raced,
+                 RECOVER_S, f"the new game on port {port} and the other game race")
+        text = since.text()
+        assert _alive(collector) and "died (exit code" not in text, "the collector was not replaced"
+        discarded = text.count(_discard_line(run, port))
+        if discarded == 1:
+            return
+        assert discarded == 0 and _failures_between_races(run, port, text) == 1, text[-3000:]
+    raise AssertionError(f"{MID_RACE_ATTEMPTS} kills of the game on port {port} all landed between races")
 
 
 def _game_stopped_mid_race_is_killed_and_relaunched(run: StandinRun, port: int, stopped: list[int]) -> None:
     """SIGSTOP the game on ``port`` while it races (a hung game): its collector's read times out after the
     in-race timeout (IN_RACE_TIMEOUT_S), the race in flight is discarded (once), the stopped game is killed
     and reaped (no zombie) well before 60 s, so a SIGCONT at 60 s would find nothing; the same collector
-    launches a new game on the port and it races."""
-    victim = run.game_on(port)
-    collector = process_info(victim).ppid
-    run.note_all()
-    run.wait_mid_race(port, RECOVER_S)
-    since = _Since(run)
-    os.kill(victim, signal.SIGSTOP)
-    stopped.append(victim)  # SIGCONT on a failure, before the run is killed
-    stopped_at = time.monotonic()
+    launches a new game on the port and it races.
 
-    run.wait(lambda: reaped(victim), RECOVER_S, f"the stopped game {victim} is killed and reaped")
-    killed_after = time.monotonic() - stopped_at
-    assert IN_RACE_TIMEOUT_S - 1 <= killed_after < 60.0, \
-        f"killed {killed_after:.1f} s after SIGSTOP; the read timeout is {IN_RACE_TIMEOUT_S:g} s"
-    run.wait(lambda: run.game_on(port) not in (None, victim), RECOVER_S, f"a new game serves port {port}")
-    assert process_info(run.game_on(port)).ppid == collector, "the same collector relaunched its game"
-    raced = len(run.races_of(port))
-    run.wait(lambda: len(run.races_of(port)) > raced, RECOVER_S, f"the new game on port {port} races")
-    text = since.text()
-    line = next((s for s in text.splitlines() if f"race discarded: game instance {port - run.base_port}" in s), "")
-    assert "the game hung: killed" in line and str(victim) in line, text[-3000:]
-    # only the race in flight is lost (the other game's collector answers within the timeout unless the
-    # machine starves it: not asserted, to keep the check about this game)
-    assert text.count(f"race discarded: game instance {port - run.base_port} ") == 1, text[-3000:]
-    assert "died (exit code" not in text, text[-3000:]
+    As for the kill, the stop may land just after the collector ended the race at the trace's last frame:
+    then the collector waits for the next race's start (``start_timeout_s``, minutes), not the in-race
+    timeout. A game not killed within the in-race timeout plus STOP_MARGIN_S with nothing logged is such a
+    stop: it is continued (SIGCONT), must race again, and the stop is repeated (up to MID_RACE_ATTEMPTS)."""
+    for _ in range(MID_RACE_ATTEMPTS):
+        victim = run.game_on(port)
+        collector = process_info(victim).ppid
+        run.note_all()
+        run.wait_mid_race(port, RECOVER_S)
+        since = _Since(run)
+        os.kill(victim, signal.SIGSTOP)
+        stopped.append(victim)  # SIGCONT on a failure, before the run is killed
+        stopped_at = time.monotonic()
+
+        while not reaped(victim) and time.monotonic() - stopped_at < IN_RACE_TIMEOUT_S + STOP_MARGIN_S:
+            time.sleep(0.2)
+        if not reaped(victim):
+            assert _failures_between_races(run, port, since.text()) == 0, since.text()[-3000:]
+            os.kill(victim, signal.SIGCONT)
+            stopped.remove(victim)
+            raced = len(run.races_of(port))
+            run.wait(lambda: len(run.races_of(port)) > raced, RECOVER_S, f"the continued game on port {port} races")
+            continue
+        killed_after = time.monotonic() - stopped_at
+        assert IN_RACE_TIMEOUT_S - 1 <= killed_after < 60.0, \
+            f"killed {killed_after:.1f} s after SIGSTOP; the read timeout is {IN_RACE_TIMEOUT_S:g} s"
+        run.wait(lambda: run.game_on(port) not in (None, victim), RECOVER_S, f"a new game serves port {port}")
+        assert process_info(run.game_on(port)).ppid == collector, "the same collector relaunched its game"
+        raced = len(run.races_of(port))
+        run.wait(lambda: len(run.races_of(port)) > raced, RECOVER_S, f"the new game on port {port} races")
+        text = since.text()
+        line = next((s for s in text.splitlines() if _discard_line(run, port) in s), "")
+        assert "the game hung: killed" in line and str(victim) in line, text[-3000:]
+        # only the race in flight is lost (the other game's collector answers within the timeout unless the
+        # machine starves it: not asserted, to keep the check about this game)
+        assert text.count(_discard_line(run, port)) == 1, text[-3000:]
+        assert "died (exit code" not in text, text[-3000:]
+        return
+    raise AssertionError(f"{MID_RACE_ATTEMPTS} stops of the game on port {port} all landed between races")
 
 
 def _collector_killed_mid_race_takes_its_game_along(run: StandinRun, port: int) -> None:
