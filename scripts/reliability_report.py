@@ -65,6 +65,14 @@ GAME_FAULTS = (
               "the race in flight is discarded (`...; the game hung: killed (pids ...)`); the game is killed "
               "(SIGKILL works on a stopped process) and reaped, and relaunched on its port at the next race",
               f"{SUPERVISION}::test_supervision_faults_in_turn_in_one_run"),
+    GameFault("A game hangs between races (stopped while it waits for the next start)",
+              "the next race on the loaded map starts by a rewind, so the collector's read times out after "
+              "`environment.timeout_during_run_ms` as mid-race (menus, map loads and countdowns keep the start "
+              "timeout, TMI_START_TIMEOUT_S, default 600 s)",
+              "nothing is in flight, so nothing is discarded (`game instance N (port P): ...; the game hung: "
+              "killed (pids ...)`); the next start attempt launches a new game and races",
+              "tests/environments/trackmania/tmi/test_manager_fake_game.py::"
+              "test_game_hung_between_races_is_relaunched_within_the_in_race_timeout"),
     GameFault("A collector is killed (SIGKILL) mid-race",
               "the learner sees the collector process exit (`collector N died (exit code -9)`)",
               "the learner kills the games the collector reported (pid and start time) before it starts a new "
@@ -211,7 +219,9 @@ def _game_faults(rows: list[Row]) -> list[str]:
              "Each fault is injected into a training run with stand-in games (our plugin `rulka_link.as` in the "
              "AngelScript test host, launched by `launch.sh` as a user's Wine script is) and collector processes. "
              "Every such test also checks that the run goes on (or stops with the fix, for a stranger's port), "
-             "that no race is counted twice and that no process of the run is left (by pid).", "",
+             "that no race is counted twice and that no process of the run is left (by pid). The hang between "
+             "races is put to the game manager against the fake game server, where it can be made to land "
+             "between two races every time.", "",
              "| Fault | How it is detected | What happens | Test | Result |", "|---|---|---|---|---|"]
     for f in GAME_FAULTS:
         row = by_id.get(f.test)

@@ -343,7 +343,10 @@ class GameInstanceManager:
         self._ensure_connected()
         c = self.client
         assert c is not None
-        c.set_timeout(self.config.start_timeout_s)
+        # A race on the loaded map starts by a rewind, as quick as an action: a game that does not answer
+        # is hung, as mid-race. Menus, a map load and a countdown get start_timeout_s (minutes under Wine).
+        rewind = self.loaded_map == map_path and map_path in self.start_states
+        c.set_timeout(self.config.timeout_during_run_ms / 1000.0 if rewind else self.config.start_timeout_s)
         if self.pending is not None:  # the game waits between races: wake it up
             c.set_speed(self.config.running_speed)
             c.set_plugin_timeout(self.config.timeout_during_run_ms)
@@ -360,6 +363,7 @@ class GameInstanceManager:
                 )
             msg = self._read()
             if msg.type == MessageType.SC_ON_CONNECT_SYNC:
+                c.set_timeout(self.config.start_timeout_s)
                 self._configure(map_path)
                 continue
             if msg.type == MessageType.SC_CHECKPOINT_COUNT_CHANGED_SYNC and msg.current == msg.target:
@@ -370,9 +374,11 @@ class GameInstanceManager:
             t = int(msg.race_time_ms or 0)
             if phase == _Phase.PREPARING:
                 if self.loaded_map != map_path:
+                    c.set_timeout(self.config.start_timeout_s)
                     self._load_map(map_path)
                     phase = _Phase.WAITING_START
                 elif map_path not in self.start_states:
+                    c.set_timeout(self.config.start_timeout_s)
                     c.give_up()
                     phase = _Phase.WAITING_START
                 else:

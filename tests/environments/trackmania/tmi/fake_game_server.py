@@ -122,6 +122,7 @@ class FakeGameServer:
         self._silent_sockets: list[socket.socket] = []
         self._stop = threading.Event()
         self._hung = False
+        self._frozen = False
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.bind(("127.0.0.1", 0))
         self._listener.listen(4)
@@ -133,6 +134,10 @@ class FakeGameServer:
     # ------------------------------------------------------------------ GameProcess
     def is_alive(self) -> bool:
         return self._thread.is_alive()
+
+    def freeze(self) -> None:
+        """Stop the game where it is, as SIGSTOP does: nothing more is read or sent, nothing times out."""
+        self._frozen = True
 
     def terminate(self) -> None:
         self._stop.set()
@@ -150,7 +155,7 @@ class FakeGameServer:
         started = time.monotonic()
         try:
             while not self._stop.is_set() and time.monotonic() < deadline:
-                if self._hung:
+                if self._hung or self._frozen:
                     time.sleep(0.01)
                     continue
                 if self._client is None:
@@ -225,6 +230,9 @@ class FakeGameServer:
         while len(buf) < n:
             if self._stop.is_set():
                 raise _Dropped("server stopping")
+            if self._frozen:
+                time.sleep(0.01)
+                continue
             if time.monotonic() > deadline:
                 raise _Dropped(f"no reply within {self.timeout_ms} ms")
             try:

@@ -1,6 +1,8 @@
 """Whole rollouts through GameInstanceManager and TMIBackend against the fake game server."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -114,6 +116,31 @@ def test_game_hang_is_detected_and_instance_relaunched(fake_launcher, fast_confi
         assert not launcher.servers[0].is_alive(), "the hung instance must be killed"
         m.start_race(MAP)
         assert m.launch_count == 2 and len(launcher.servers) == 2
+        assert drive_to_finish(m)[-1].finished
+    finally:
+        m.close()
+
+
+@pytest.mark.reliability
+def test_game_hung_between_races_is_relaunched_within_the_in_race_timeout(fake_launcher, fast_config):
+    """A game that stops (as by SIGSTOP) while it waits between races is found hung within the in-race
+    timeout, as mid-race, not the start timeout (600 s by default, for menus and map loads): a race on the
+    loaded map starts by a rewind, as quick as an action. start_race kills it and races on a new game."""
+    fast_config.start_timeout_s = 30.0
+    launcher = fake_launcher()
+    m = make_manager(launcher, fast_config)
+    try:
+        m.start_race(MAP)
+        for _ in range(5):
+            m.step(**ACCEL)
+        m.end_race()
+        launcher.servers[0].freeze()
+        started = time.monotonic()
+        r = m.start_race(MAP)
+        took = time.monotonic() - started
+        assert r.race_time_ms == 0 and m.launch_count == 2 and len(launcher.servers) == 2
+        assert not launcher.servers[0].is_alive(), "the hung instance must be killed"
+        assert took < 15.0, f"found hung after {took:.1f} s; the in-race timeout is 1 s, the start timeout 30 s"
         assert drive_to_finish(m)[-1].finished
     finally:
         m.close()
