@@ -374,11 +374,9 @@ class GameInstanceManager:
             t = int(msg.race_time_ms or 0)
             if phase == _Phase.PREPARING:
                 if self.loaded_map != map_path:
-                    c.set_timeout(self.config.start_timeout_s)
                     self._load_map(map_path)
                     phase = _Phase.WAITING_START
                 elif map_path not in self.start_states:
-                    c.set_timeout(self.config.start_timeout_s)
                     c.give_up()
                     phase = _Phase.WAITING_START
                 else:
