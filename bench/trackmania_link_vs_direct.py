@@ -1,10 +1,11 @@
 """The real-game link (stand-in games) against the simulator backend, on `short`, in one run:
 
-1. cost of one 10 ms tick of the stand-in's physics: the car stepped in this process vs one request
-   over the host's pipe to the physics process (what every tick of a stand-in game pays);
+1. cost of one 10 ms tick of the stand-in's physics: the car stepped in this process, one request to
+   the embedded answerer (what a host with its physics embedded calls: the stand-in's default where
+   the Python can be embedded) and one request over a pipe to a physics child process;
 2. the link's latency per action: ``env.step`` through TMIBackend -> TCP -> rulka_link.as in the
    AngelScript host -> simulator car and frame, p50 / p99, against the simulator backend's step; and
-   the CPU time per action of each process (collector, game host, physics process, from /proc), less
+   the CPU time per action of each process (collector, game host, its physics child if any, from /proc), less
    the stand-in world's own work (5 ticks and a frame, timed in process: what a real game computes
    anyway, not rulka): the link's own cost per action, against the simulator backend's whole step;
 3. actions/s at 4 instances, same collectors and network (trackmania_iqn_sim's: 1 collector process
@@ -59,6 +60,13 @@ def use_standin_games() -> None:
                        "TMI_START_TIMEOUT_S": "120"})
 
 
+def physics_transport() -> str:
+    """How the stand-in games of this machine run their physics (see standin/build.py)."""
+    from environments.trackmania.tmi.standin.build import embed_variables
+
+    return "embedded" if embed_variables(sys.executable) else "pipe (this Python cannot be embedded)"
+
+
 def graph_manager_for(backend: str, overrides: list[str]):
     """trackmania_iqn_sim on `short`; ``backend`` tmi races stand-in games with the same settings."""
     from environments.trackmania.tmi.standin.tracks import LINES_DIR
@@ -79,9 +87,11 @@ def graph_manager_for(backend: str, overrides: list[str]):
 
 
 # ---------------------------------------------------------------------- 1. per tick
-def tick_costs(ticks: int = 20000) -> tuple[float, float]:
-    """(µs per tick in process, µs per tick through the physics pipe), full throttle on `short`."""
-    from environments.trackmania.tmi.standin.physics import StandinPhysics
+def tick_costs(ticks: int = 20000) -> tuple[float, float, float]:
+    """(µs per tick in process, through the embedded answerer, through the physics pipe), full throttle
+    on `short`. The embedded answerer is what a host with ``--physics-transport embedded`` calls per
+    request (the C++ side adds one call into the interpreter); the pipe is a child process."""
+    from environments.trackmania.tmi.standin.physics import StandinPhysics, embedded_answerer
 
     physics = StandinPhysics()
     physics.load(TRACK)
@@ -91,9 +101,17 @@ def tick_costs(ticks: int = 20000) -> tuple[float, float]:
             physics.race_start()
         physics.tick(1)
     direct = (time.perf_counter() - t0) / ticks * 1e6
+    name = TRACK.encode()
+    answer = embedded_answerer()
+    answer(b"M" + struct.pack("<H", len(name)) + name)
+    t0 = time.perf_counter()
+    for k in range(ticks):
+        if k % 2000 == 0:
+            answer(b"G")
+        answer(b"T\x01")
+    embedded = (time.perf_counter() - t0) / ticks * 1e6
     child = subprocess.Popen([sys.executable, "-m", "environments.trackmania.tmi.standin.physics"], cwd=ROOT,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
-    name = TRACK.encode()
     child.stdin.write(b"M" + struct.pack("<H", len(name)) + name)
     child.stdout.read(6)
     t0 = time.perf_counter()
@@ -106,7 +124,7 @@ def tick_costs(ticks: int = 20000) -> tuple[float, float]:
     piped = (time.perf_counter() - t0) / ticks * 1e6
     child.stdin.close()
     child.wait(timeout=10)
-    return direct, piped
+    return direct, embedded, piped
 
 
 def world_cost_per_action(actions: int = 2000, height: int = 48, width: int = 64) -> float:
@@ -297,9 +315,10 @@ def main() -> None:
         return
     print(f"{os.cpu_count()} CPUs (shared with other work: see the README's note), {TRACK}, one seed", flush=True)
     if not args.skip_speed:
-        direct, piped = tick_costs()
-        print(f"1. one 10 ms tick: {direct:.1f} µs in process, {piped:.1f} µs through the physics pipe "
-              f"({piped / direct:.1f}x); an action is 5 ticks", flush=True)
+        direct, embedded, piped = tick_costs()
+        print(f"1. one 10 ms tick: {direct:.1f} µs in process, {embedded:.1f} µs through the embedded answerer "
+              f"({embedded / direct:.1f}x), {piped:.1f} µs through the physics pipe ({piped / direct:.1f}x); "
+              f"an action is 5 ticks; the stand-in's transport here: {physics_transport()}", flush=True)
         lat, cpu = {}, {}
         for b in ("sim", "tmi"):
             lat[b] = step_latencies(b, args.latency_actions)

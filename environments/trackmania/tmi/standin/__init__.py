@@ -2,7 +2,8 @@
 
 The AngelScript host (``environments/trackmania/tmi/test_host``) runs the real ``rulka_link.as``
 plugin; with ``--physics`` its car, tracks, checkpoints and frames come from the built-in simulator
-(:mod:`.physics`). :func:`standin_command` builds the host (once per source version) and gives its
+(:mod:`.physics`, run in an interpreter embedded in the host, or in a child process where this Python
+cannot be embedded). :func:`standin_command` builds the host (once per source version) and gives its
 command line; ``launch.sh`` starts it under the ``TMI_LINUX_LAUNCH_SCRIPT`` contract
 (``launch.sh <port>``), ``rulka tmi standin --port N`` by hand.
 """

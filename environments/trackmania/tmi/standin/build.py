@@ -1,7 +1,9 @@
 """Build the AngelScript host once per source version and give the stand-in game's command line."""
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -30,14 +32,43 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rulka" / "tmi_test_host"
 
 
-def host_binary() -> Path:
-    """The compiled host (built with ``make`` on first use, cached per source version).
+_EMBED_QUERY = (
+    "import json, os, sysconfig as c; v = c.get_config_var; inc = c.get_paths()['include']; "
+    "ok = bool(v('Py_ENABLE_SHARED')) and os.path.exists(os.path.join(inc, 'Python.h')) "
+    "and os.path.exists(os.path.join(v('LIBDIR') or '', v('LDLIBRARY') or '')); "
+    "print(json.dumps({'PY_INCLUDE': inc, 'PY_LIBDIR': v('LIBDIR'), 'PY_LIB': 'python' + (v('LDVERSION') or '')} "
+    "if ok else None))"
+)
+
+
+def embed_variables(python: str) -> tuple[tuple[str, str], ...]:
+    """The Makefile variables that embed ``python`` in the host (its headers and shared libpython), or
+    () when it cannot be embedded (a Python built without a shared libpython, or without headers): the
+    physics then runs in a child process (``--physics-transport pipe``), as it does with
+    ``RULKA_STANDIN_PHYSICS=pipe`` in the environment."""
+    if os.environ.get("RULKA_STANDIN_PHYSICS", "").strip().lower() == "pipe":
+        return ()
+    return _embeddable(python)
+
+
+@functools.lru_cache(maxsize=None)
+def _embeddable(python: str) -> tuple[tuple[str, str], ...]:
+    proc = subprocess.run([python, "-c", _EMBED_QUERY], capture_output=True, text=True, timeout=60)
+    found = json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else None
+    return (("PYTHON_EMBED", "1"), *sorted(found.items())) if found else ()
+
+
+def host_binary(python: str | None = None) -> Path:
+    """The compiled host (built with ``make`` on first use, cached per source version and Python),
+    with the physics of ``python`` (default: this interpreter) embedded when it can be.
 
     Raises:
         StandinBuildError: g++, make or the AngelScript headers are missing, or the build failed.
     """
     source = HOST_DIR / "tmi_test_host.cpp"
-    digest = hashlib.sha256(source.read_bytes() + (HOST_DIR / "Makefile").read_bytes()).hexdigest()[:16]
+    embed = embed_variables(python or sys.executable)
+    key = source.read_bytes() + (HOST_DIR / "Makefile").read_bytes() + repr(embed).encode()
+    digest = hashlib.sha256(key).hexdigest()[:16]
     binary = _cache_dir() / digest / "tmi_test_host"
     if binary.exists():
         return binary
@@ -49,10 +80,12 @@ def host_binary() -> Path:
     binary.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=binary.parent) as tmp:
         out = Path(tmp) / "tmi_test_host"
-        proc = subprocess.run(["make", "-s", "-C", str(HOST_DIR), f"OUT={out}"], capture_output=True, text=True,
-                              timeout=300)
+        proc = subprocess.run(["make", "-s", "-C", str(HOST_DIR), f"OUT={out}", *(f"{k}={v}" for k, v in embed)],
+                              capture_output=True, text=True, timeout=300)
         if proc.returncode != 0:
-            raise StandinBuildError(f"building the stand-in game failed:\n{proc.stdout}\n{proc.stderr}")
+            hint = ("\nThe host embeds this Python (its headers and shared libpython); RULKA_STANDIN_PHYSICS=pipe "
+                    "builds it without, with the physics in a child process." if embed else "")
+            raise StandinBuildError(f"building the stand-in game failed:\n{proc.stdout}\n{proc.stderr}{hint}")
         out.replace(binary)  # atomic: two stand-ins starting at once both get a whole binary
     return binary
 
@@ -65,14 +98,17 @@ def standin_command(port: int, *, track: str | None = None, trace: str | None = 
         port: the plugin's ``custom_port``.
         track: a simulator track to load at start (``map NAME``); rulka loads its own maps anyway.
         trace: a file that gets a JSON line per state read and frame (tests).
-        python: the interpreter of the physics process (default: this one).
+        python: the interpreter of the physics (default: this one), embedded in the host when it can be
+            (see :func:`embed_variables`), else run as its child process.
         extra: more host options, e.g. ``--lose-input-every 7`` (see ``tmi_test_host.cpp``); later
             options override the defaults.
     """
     if not 1 <= int(port) <= 65535:
         raise ValueError(f"port must be in 1..65535, got {port}")
-    command = [str(host_binary()), "--plugin", str(PLUGIN), "--config", f"set custom_port {int(port)}",
-               "--physics", python or sys.executable, *DEFAULT_HOST_OPTIONS]
+    python = python or sys.executable
+    transport = "embedded" if embed_variables(python) else "pipe"
+    command = [str(host_binary(python)), "--plugin", str(PLUGIN), "--config", f"set custom_port {int(port)}",
+               "--physics", python, "--physics-transport", transport, *DEFAULT_HOST_OPTIONS]
     if track:
         command += ["--start-map", track]
     if trace:

@@ -1,8 +1,10 @@
-"""The stand-in game's physics: the simulator's car and renderer, served to the C++ host over a pipe.
+"""The stand-in game's physics: the simulator's car and renderer, served to the C++ host.
 
-The AngelScript host (``test_host/tmi_test_host.cpp`` with ``--physics``) starts this module as a
-child process and talks to it over stdin / stdout with one compact binary message per request
-(little-endian; every request gets exactly one reply, so the pipe never loses its place):
+The AngelScript host (``test_host/tmi_test_host.cpp`` with ``--physics``) runs this module in an
+interpreter embedded in its own process (``--physics-transport embedded``: each request's bytes go to
+:func:`embedded_answerer`'s function, which returns the reply's bytes) or starts it as a child process
+and talks to it over stdin / stdout (``pipe``), with one compact binary message per request
+(little-endian; every request gets exactly one reply, so the stream never loses its place):
 
 ======  ============================  ==========================================================
 byte    request (after the byte)      reply
@@ -36,11 +38,13 @@ state) for tests that compare the link with the simulator backend.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import operator
 import struct
 import sys
+from collections.abc import Callable
 from typing import BinaryIO
 
 import numpy as np
@@ -369,6 +373,20 @@ class StandinPhysics:
                 print(f"[physics] unknown request {op!r}", file=sys.stderr)
                 return
             out.flush()
+
+
+def embedded_answerer(camera: int = 2, trace: str | None = None) -> Callable[[bytes], bytes]:
+    """The physics for a host that embeds this interpreter (``--physics-transport embedded``): a function
+    that takes the bytes of one or more whole requests (the table above) and returns their replies, as
+    the pipe would have carried them."""
+    physics = StandinPhysics(camera, open(trace, "ab") if trace else None)  # noqa: SIM115 - open for the game's life
+
+    def answer(requests: bytes) -> bytes:
+        replies = io.BytesIO()
+        physics.serve(io.BytesIO(requests), replies)
+        return replies.getvalue()
+
+    return answer
 
 
 def main(argv: list[str] | None = None) -> int:

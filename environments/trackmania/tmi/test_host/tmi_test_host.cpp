@@ -28,7 +28,10 @@
 //
 // Stand-in game (--physics PYTHON): the toy car is replaced by the built-in simulator's car, track,
 // checkpoints and frames, served by `PYTHON -m environments.trackmania.tmi.standin.physics` (a child
-// process, one binary request per tick / state / frame over a pipe; protocol in that module). `map NAME`
+// process, one binary request per tick / state / frame over a pipe; protocol in that module), or, with
+// --physics-transport embedded (a host built with RULKA_EMBED_PYTHON, see the Makefile), by the same
+// module in an interpreter embedded in this process: the same requests and replies, passed as bytes to
+// its `embedded_answerer` instead of through the pipe (no second process, no hand-off per request). `map NAME`
 // then loads a simulator track (built-in name, procedural seed or reference-line .npy), each tick steps
 // the car with the held inputs, SaveState() returns the simulated car's blob, RewindToState() restores
 // it, and CaptureScreenshot returns the simulator's first-person frame as BGRA (gray in B, G and R).
@@ -42,6 +45,10 @@
 // Prints "COMPILED", then "LISTENING <port>" on stdout once the plugin listens; "TERMINATED ..." on exit.
 // State blobs use the byte offsets of environments/trackmania/tmi/state.py (the game's layout).
 
+#ifdef RULKA_EMBED_PYTHON  // Python.h comes first (it may set feature macros)
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#endif
 #include <angelscript.h>
 #include <angelscript/scriptarray.h>
 #include <angelscript/scriptstdstring.h>
@@ -293,6 +300,7 @@ struct TickReply {
 class PhysicsPipe {
 public:
     bool enabled = false;
+    bool embedded = false;  // --physics-transport embedded: requests go to an in-process interpreter
     pid_t pid = -1;
     int to_child = -1, from_child = -1;
     double seconds = 0;  // wall time spent waiting for the child (reported at exit)
@@ -336,8 +344,70 @@ public:
         std::exit(6);
     }
 
+#ifdef RULKA_EMBED_PYTHON
+    PyObject* answerer = nullptr;  // physics.embedded_answerer(camera, trace): bytes -> bytes
+#endif
+    std::string request;  // embedded: the request being written (every request is written whole, then read)
+    std::string reply;  // embedded: the answer not read yet, from reply_at on
+    size_t reply_at = 0;
+
+    // The interpreter that `python` (the stand-in's Python, a venv's or not) would be, in this process.
+    void StartEmbedded(const std::string& python, const std::string& trace, int camera) {
+#ifdef RULKA_EMBED_PYTHON
+        PyConfig config;
+        PyConfig_InitPythonConfig(&config);
+        config.install_signal_handlers = 0;  // the host's signals stay the host's (SIGSTOP, SIGKILL tests)
+        config.parse_argv = 0;
+        PyStatus status = PyConfig_SetBytesString(&config, &config.program_name, python.c_str());
+        if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
+        PyConfig_Clear(&config);
+        if (PyStatus_Exception(status)) Fail(std::string("cannot start the embedded Python: ") +
+                                             (status.err_msg ? status.err_msg : "unknown error"));
+        PyObject* module = PyImport_ImportModule("environments.trackmania.tmi.standin.physics");
+        PyObject* make = module ? PyObject_GetAttrString(module, "embedded_answerer") : nullptr;
+        answerer = make ? PyObject_CallFunction(make, "is", camera, trace.empty() ? nullptr : trace.c_str()) : nullptr;
+        Py_XDECREF(make);
+        Py_XDECREF(module);
+        if (answerer == nullptr) {
+            PyErr_Print();
+            Fail("cannot load environments.trackmania.tmi.standin.physics in the embedded Python "
+                 "(is the repository on PYTHONPATH and numpy installed for " + python + "?)");
+        }
+        embedded = true;
+        enabled = true;
+#else
+        Fail("this host was built without an embedded Python: use --physics-transport pipe, or rebuild "
+             "with the Makefile's PYTHON_EMBED=1 (needs the Python's headers and shared libpython)");
+#endif
+    }
+
+    // Embedded: the whole request written since the last answer, answered in one call.
+    void AnswerEmbedded() {
+#ifdef RULKA_EMBED_PYTHON
+        const auto t0 = std::chrono::steady_clock::now();
+        PyObject* arg = PyBytes_FromStringAndSize(request.data(), static_cast<Py_ssize_t>(request.size()));
+        PyObject* out = arg ? PyObject_CallOneArg(answerer, arg) : nullptr;
+        Py_XDECREF(arg);
+        if (out == nullptr || !PyBytes_Check(out)) {
+            PyErr_Print();
+            Py_XDECREF(out);
+            Fail("the embedded physics failed (traceback above)");
+        }
+        reply.erase(0, reply_at);
+        reply_at = 0;
+        reply.append(PyBytes_AS_STRING(out), static_cast<size_t>(PyBytes_GET_SIZE(out)));
+        Py_DECREF(out);
+        request.clear();
+        seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+#endif
+    }
+
     void Send(const void* data, size_t n) {
         const auto* p = static_cast<const char*>(data);
+        if (embedded) {
+            request.append(p, n);
+            return;
+        }
         while (n > 0) {
             ssize_t r = write(to_child, p, n);
             if (r <= 0) Fail("the physics process is gone (write)");
@@ -346,6 +416,13 @@ public:
         }
     }
     void Recv(void* data, size_t n) {
+        if (embedded) {
+            if (reply.size() - reply_at < n && !request.empty()) AnswerEmbedded();
+            if (reply.size() - reply_at < n) Fail("the embedded physics answered too little");
+            std::memcpy(data, reply.data() + reply_at, n);
+            reply_at += n;
+            return;
+        }
         const auto t0 = std::chrono::steady_clock::now();
         auto* p = static_cast<char*>(data);
         while (n > 0) {
@@ -507,6 +584,15 @@ public:
     }
     void Stop() {
         if (!enabled) return;
+        if (embedded) {
+#ifdef RULKA_EMBED_PYTHON
+            Py_XDECREF(answerer);
+            answerer = nullptr;
+            Py_FinalizeEx();
+#endif
+            enabled = false;
+            return;
+        }
         close(to_child);  // the child exits at the end of its input
         close(from_child);
         int status = 0;
@@ -1271,7 +1357,7 @@ int main(int argc, char** argv) {
     int pre_config_renders = 3;
     bool strict_enum_scope = true;
     bool dump_api = false;
-    std::string physics_python, physics_trace, start_map;
+    std::string physics_python, physics_trace, start_map, physics_transport = "pipe";
     int physics_camera = 2;
     for (int i = 1; i < argc; i += 2) {
         std::string k = argv[i];
@@ -1299,6 +1385,7 @@ int main(int argc, char** argv) {
         else if (k == "--process-name") prctl(PR_SET_NAME, v.c_str(), 0, 0, 0);
         else if (k == "--physics") physics_python = v;
         else if (k == "--physics-trace") physics_trace = v;
+        else if (k == "--physics-transport") physics_transport = v;  // pipe (a child process) | embedded
         else if (k == "--physics-batch-ms") g_physics.batch_ms = std::max(0, std::atoi(v.c_str()));
         else if (k == "--camera") physics_camera = std::atoi(v.c_str());
         else if (k == "--start-map") start_map = v;
@@ -1356,7 +1443,15 @@ int main(int argc, char** argv) {
     }
     std::printf("COMPILED\n");
     std::fflush(stdout);
-    if (!physics_python.empty()) g_physics.Start(physics_python, physics_trace, physics_camera);
+    if (physics_transport != "pipe" && physics_transport != "embedded") {
+        std::fprintf(stderr, "--physics-transport must be pipe or embedded, got %s\n", physics_transport.c_str());
+        return 2;
+    }
+    if (!physics_python.empty() && physics_transport == "embedded") {
+        g_physics.StartEmbedded(physics_python, physics_trace, physics_camera);
+    } else if (!physics_python.empty()) {
+        g_physics.Start(physics_python, physics_trace, physics_camera);
+    }
     g_ctx = g_engine->CreateContext();
     g_cb.main = mod->GetFunctionByDecl("void Main()");
     g_cb.render = mod->GetFunctionByDecl("void Render()");
@@ -1404,8 +1499,8 @@ int main(int argc, char** argv) {
     CallNoArg(g_cb.disabled);
     if (g_physics.enabled) {
         char buf[128];
-        std::snprintf(buf, sizeof(buf), "physics: %llu requests (%llu tick batches taken back), %.3f s waiting",
-                      static_cast<unsigned long long>(g_physics.requests),
+        std::snprintf(buf, sizeof(buf), "physics (%s): %llu requests (%llu tick batches taken back), %.3f s waiting",
+                      g_physics.embedded ? "embedded" : "pipe", static_cast<unsigned long long>(g_physics.requests),
                       static_cast<unsigned long long>(g_physics.undone), g_physics.seconds);
         HostLog(buf);
         g_physics.Stop();

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import io
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +22,7 @@ from environments.trackmania.env import TrackManiaEnv
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 from environments.trackmania.tmi.standin.physics import (SNAPSHOT_MAGIC, SNAPSHOT_OFFSET, _SNAPSHOT,
                                                          StandinPhysics, car_snapshot)
+from environments.trackmania.tmi.standin.build import PLUGIN, embed_variables, standin_command, standin_environment
 from environments.trackmania.tmi.state import encode_state
 from environments.trackmania.tracks import get_track
 
@@ -151,8 +155,9 @@ def test_batch_and_undo_requests_over_the_pipe():
     assert np.all(np.diff([t[0] for t in ticks]) == 10)
 
 
-def _race_through_standin(monkeypatch, batch_ms: int, ms_per_action: int, actions: int) -> list[tuple[bytes, bytes]]:
-    """(state blob, frame bytes) per action of one race through a stand-in game."""
+def _race_through_standin(monkeypatch, options: str, ms_per_action: int, actions: int) -> list[tuple[bytes, bytes]]:
+    """(state blob, frame bytes) per action of one race through a stand-in game started with the host
+    ``options``."""
     from environments.trackmania.backend import InputState
     from environments.trackmania.tmi.backend import TMIBackend
     from environments.trackmania.tmi.game_instance_manager import ManagerConfig
@@ -162,7 +167,7 @@ def _race_through_standin(monkeypatch, batch_ms: int, ms_per_action: int, action
     standin_available()
     for key, value in standin_environ().items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setenv("RULKA_STANDIN_OPTIONS", f"--physics-batch-ms {batch_ms}")
+    monkeypatch.setenv("RULKA_STANDIN_OPTIONS", options)
     config = ManagerConfig(running_speed=100, ms_per_action=ms_per_action, frame_width=64, frame_height=48,
                            start_timeout_s=60, connect_timeout_s=60)
     backend = TMIBackend(settings=standin_settings(1), config=config)
@@ -182,10 +187,66 @@ def _race_through_standin(monkeypatch, batch_ms: int, ms_per_action: int, action
 def test_a_period_the_batches_do_not_fit_gives_the_same_race(monkeypatch):
     """With a 30 ms action period the host's 50 ms batches are cut short (``U``) at most actions; the
     states and frames rulka receives are the same as with one physics request per tick."""
-    per_tick = _race_through_standin(monkeypatch, 0, 30, 60)
-    batched = _race_through_standin(monkeypatch, 50, 30, 60)
-    assert len(per_tick) == len(batched) == 60
-    for (blob_a, frame_a), (blob_b, frame_b) in zip(per_tick, batched):
+    per_tick = _race_through_standin(monkeypatch, "--physics-batch-ms 0", 30, 60)
+    batched = _race_through_standin(monkeypatch, "--physics-batch-ms 50", 30, 60)
+    _assert_same_race(per_tick, batched, 60)
+
+
+def _assert_same_race(a: list[tuple[bytes, bytes]], b: list[tuple[bytes, bytes]], actions: int) -> None:
+    """Both races have ``actions`` equal states and frames, and the car moved at every action."""
+    assert len(a) == len(b) == actions
+    for (blob_a, frame_a), (blob_b, frame_b) in zip(a, b):
         assert blob_a == blob_b
         assert frame_a == frame_b
-    assert len({blob for blob, _ in per_tick}) == 60  # the car moved at every action
+    assert len({blob for blob, _ in a}) == actions
+
+
+def _skip_unless_embeddable() -> None:
+    if not embed_variables(sys.executable):
+        pytest.skip(f"{sys.executable} has no headers or shared libpython to embed: the stand-in uses the pipe")
+
+
+def test_embedded_physics_gives_the_race_the_physics_process_gives(monkeypatch):
+    """The stand-in runs its physics in an interpreter embedded in the game process when this Python
+    can be embedded (the default); the states and frames rulka receives are those of the physics run
+    as a child process over the pipe, byte for byte."""
+    _skip_unless_embeddable()
+    piped = _race_through_standin(monkeypatch, "--physics-transport pipe", 50, 80)
+    embedded = _race_through_standin(monkeypatch, "--physics-transport embedded", 50, 80)
+    _assert_same_race(piped, embedded, 80)
+
+
+def test_standin_game_is_one_process_when_its_physics_is_embedded():
+    """With the embedded physics a stand-in game is one process, as TmForever is; with the pipe, the
+    game and its physics child."""
+    from .standin_helpers import free_port_block, standin_available
+
+    standin_available()
+    _skip_unless_embeddable()
+    for transport, children in (("embedded", 0), ("pipe", 1)):
+        command = standin_command(free_port_block(1), extra=["--physics-transport", transport, "--max-seconds", "30"])
+        game = subprocess.Popen(command, env=standin_environment(), stdout=subprocess.PIPE, text=True)
+        try:
+            assert game.stdout is not None
+            lines = [game.stdout.readline() for _ in range(2)]
+            assert lines[-1].startswith("LISTENING"), lines
+            found = [int(c) for task in Path(f"/proc/{game.pid}/task").iterdir()
+                     for c in (task / "children").read_text().split()]
+            assert len(found) == children, (transport, found)
+        finally:
+            game.kill()
+            game.wait(timeout=10)
+
+
+def test_a_host_without_an_embedded_python_says_how_to_get_one(tmi_host_binary):
+    """The plugin tests' host is built without Python: asked for the embedded physics it stops with
+    what to do instead; an unknown transport is refused before anything starts."""
+    base = [str(tmi_host_binary), "--plugin", str(PLUGIN), "--config", "set custom_port 1", "--max-seconds", "5",
+            "--physics", sys.executable]
+    refused = subprocess.run([*base, "--physics-transport", "embedded"], capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 6
+    assert "TERMINATED physics-error" in refused.stdout
+    assert "built without an embedded Python" in refused.stderr and "--physics-transport pipe" in refused.stderr
+    unknown = subprocess.run([*base, "--physics-transport", "socket"], capture_output=True, text=True, timeout=30)
+    assert unknown.returncode == 2
+    assert "--physics-transport must be pipe or embedded" in unknown.stderr
