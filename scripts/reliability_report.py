@@ -73,6 +73,14 @@ GAME_FAULTS = (
               "killed (pids ...)`); the next start attempt launches a new game and races",
               "tests/environments/trackmania/tmi/test_manager_fake_game.py::"
               "test_game_hung_between_races_is_relaunched_within_the_in_race_timeout"),
+    GameFault("A connection drops and the game says hello late (the plugin first waits out its timeout on "
+              "the old client)",
+              "the manager reconnects to the same game; the new connection's first message gets the start "
+              "timeout (TMI_START_TIMEOUT_S), not the in-race one, though the next race starts by a rewind",
+              "the race in flight when the connection dropped is discarded; the game is kept (not killed as hung) "
+              "and the next race starts on it",
+              "tests/environments/trackmania/tmi/test_manager_fake_game.py::"
+              "test_reconnection_waits_the_start_timeout_for_the_games_hello"),
     GameFault("A collector is killed (SIGKILL) mid-race",
               "the learner sees the collector process exit (`collector N died (exit code -9)`)",
               "the learner kills the games the collector reported (pid and start time) before it starts a new "

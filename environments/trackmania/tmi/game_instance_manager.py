@@ -343,9 +343,11 @@ class GameInstanceManager:
         self._ensure_connected()
         c = self.client
         assert c is not None
-        # A race on the loaded map starts by a rewind, as quick as an action: a game that does not answer
-        # is hung, as mid-race. Menus, a map load and a countdown get start_timeout_s (minutes under Wine).
-        rewind = self.loaded_map == map_path and map_path in self.start_states
+        # A race on the loaded map, on a connection where the game waits between races, starts by a rewind,
+        # as quick as an action: a game that does not answer is hung, as mid-race. A new connection's first
+        # message (the plugin first drops the old client, after its own timeout), menus, a map load and a
+        # countdown get start_timeout_s (minutes under Wine).
+        rewind = self.pending is not None and self.loaded_map == map_path and map_path in self.start_states
         c.set_timeout(self.config.timeout_during_run_ms / 1000.0 if rewind else self.config.start_timeout_s)
         if self.pending is not None:  # the game waits between races: wake it up
             c.set_speed(self.config.running_speed)

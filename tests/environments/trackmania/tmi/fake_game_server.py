@@ -123,6 +123,9 @@ class FakeGameServer:
         self._stop = threading.Event()
         self._hung = False
         self._frozen = False
+        #: seconds a later connection waits for its SC_ON_CONNECT_SYNC (the plugin still waiting out its
+        #: timeout on the client before, as rulka_link does)
+        self.reconnect_delay_s = 0.0
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.bind(("127.0.0.1", 0))
         self._listener.listen(4)
@@ -198,6 +201,8 @@ class FakeGameServer:
             return
         sock.settimeout(0.05)
         self._client = sock
+        if self.connections > 1:
+            time.sleep(self.reconnect_delay_s)
         try:
             self._send(struct.pack("<i", M.SC_ON_CONNECT_SYNC))
             self._wait_for(M.SC_ON_CONNECT_SYNC)

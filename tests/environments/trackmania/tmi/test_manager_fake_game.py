@@ -83,14 +83,19 @@ def test_frame_is_grayscale_of_the_games_bgra(fake_launcher, fast_config):
         m.close()
 
 
+def race_a_little(m) -> None:
+    """Start a race and play 5 actions of it."""
+    m.start_race(MAP)
+    for _ in range(5):
+        m.step(**ACCEL)
+
+
 def test_cut_off_then_new_race(fake_launcher, fast_config):
     """end_race() mid-race leaves the game blocked; the next race rewinds to race time 0 and finishes."""
     launcher = fake_launcher()
     m = make_manager(launcher, fast_config)
     try:
-        m.start_race(MAP)
-        for _ in range(5):
-            m.step(**ACCEL)
+        race_a_little(m)
         m.end_race()
         with pytest.raises(RuntimeError):
             m.step(**ACCEL)
@@ -130,9 +135,7 @@ def test_game_hung_between_races_is_relaunched_within_the_in_race_timeout(fake_l
     launcher = fake_launcher()
     m = make_manager(launcher, fast_config)
     try:
-        m.start_race(MAP)
-        for _ in range(5):
-            m.step(**ACCEL)
+        race_a_little(m)
         m.end_race()
         launcher.servers[0].freeze()
         started = time.monotonic()
@@ -141,6 +144,27 @@ def test_game_hung_between_races_is_relaunched_within_the_in_race_timeout(fake_l
         assert r.race_time_ms == 0 and m.launch_count == 2 and len(launcher.servers) == 2
         assert not launcher.servers[0].is_alive(), "the hung instance must be killed"
         assert took < 15.0, f"found hung after {took:.1f} s; the in-race timeout is 1 s, the start timeout 30 s"
+        assert drive_to_finish(m)[-1].finished
+    finally:
+        m.close()
+
+
+@pytest.mark.reliability
+def test_reconnection_waits_the_start_timeout_for_the_games_hello(fake_launcher, fast_config):
+    """After a dropped connection the next race starts by a rewind, but the game's first message on the
+    new connection (SC_ON_CONNECT_SYNC) comes only once the plugin has given up the old client, after
+    its own timeout: that wait gets the start timeout, not the in-race one, and the game is kept."""
+    launcher = fake_launcher()
+    m = make_manager(launcher, fast_config)
+    try:
+        race_a_little(m)
+        m._drop_client()  # the connection drops mid-race; the game keeps running
+        launcher.servers[0].reconnect_delay_s = 2 * fast_config.timeout_during_run_ms / 1000
+        assert launcher.servers[0].reconnect_delay_s < fast_config.start_timeout_s
+        r = m.start_race(MAP)
+        assert r.race_time_ms == 0
+        assert m.launch_count == 1 and len(launcher.servers) == 1, "a game slow to say hello is not hung"
+        assert launcher.servers[0].connections == 2
         assert drive_to_finish(m)[-1].finished
     finally:
         m.close()
