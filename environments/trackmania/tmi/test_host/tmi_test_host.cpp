@@ -1411,6 +1411,11 @@ int main(int argc, char** argv) {
         }
     }
 
+    if (physics_transport != "pipe" && physics_transport != "embedded") {  // refused before anything starts
+        std::fprintf(stderr, "--physics-transport must be pipe or embedded, got %s\n", physics_transport.c_str());
+        return 2;
+    }
+
     g_engine = asCreateScriptEngine();
     g_engine->SetMessageCallback(asFUNCTION(MessageCallback), nullptr, asCALL_CDECL);
     // TMInterface's documented API passes value types by &inout (CaptureScreenshot(vec2 &inout)).
@@ -1443,10 +1448,6 @@ int main(int argc, char** argv) {
     }
     std::printf("COMPILED\n");
     std::fflush(stdout);
-    if (physics_transport != "pipe" && physics_transport != "embedded") {
-        std::fprintf(stderr, "--physics-transport must be pipe or embedded, got %s\n", physics_transport.c_str());
-        return 2;
-    }
     if (!physics_python.empty() && physics_transport == "embedded") {
         g_physics.StartEmbedded(physics_python, physics_trace, physics_camera);
     } else if (!physics_python.empty()) {

@@ -250,3 +250,4 @@ def test_a_host_without_an_embedded_python_says_how_to_get_one(tmi_host_binary):
     unknown = subprocess.run([*base, "--physics-transport", "socket"], capture_output=True, text=True, timeout=30)
     assert unknown.returncode == 2
     assert "--physics-transport must be pipe or embedded" in unknown.stderr
+    assert "COMPILED" not in unknown.stdout  # refused before the plugin is even compiled
