@@ -17,6 +17,7 @@ import numpy as np
 from agents.agent import Agent
 from filters import InputFilter, OutputFilter
 from rulka.core_types import Observation, RunPhase
+from rulka.phased_steps import Phases
 from rulka.validation import check_finite_step
 
 
@@ -61,7 +62,16 @@ class LevelManager:
 
     def apply(self, action: int) -> StepResult:
         """Send ``action`` (the agent's) to the environment and filter its response."""
-        raw, reward, terminated, truncated, info = self.env.step(self.output_filter.filter(action))
+        return self._filtered_result(action, *self.env.step(self.output_filter.filter(action)))
+
+    def apply_phases(self, action: int) -> Phases[StepResult]:
+        """:meth:`apply` through the environment's ``step_phases`` (see
+        :mod:`rulka.phased_steps`): yields while the environment waits on another process."""
+        response = yield from self.env.step_phases(self.output_filter.filter(action))
+        return self._filtered_result(action, *response)
+
+    def _filtered_result(self, action: int, raw: Observation, reward: float, terminated: bool, truncated: bool,
+                 info: dict) -> StepResult:
         check_finite_step(raw, reward, self.env_name, self.episode_length + 1)
         next_state = self.input_filter.filter_observation(raw)
         self.last_action = action

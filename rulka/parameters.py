@@ -467,6 +467,9 @@ class PerformanceParameters:
     ``auto``: when every environment of the collector declares ``steps_wait_on_io`` (TrackMania's
     real-game backend does, the simulator does not); ``true``: always (with 2 or more environments);
     ``false``: never. The rollouts are the same either way (results are recorded in slot order).
+    Environments that also offer phased steps (``step_phases``: TrackMania's real-game backend) are
+    stepped interleaved in the collector's own thread instead of in threads: every game's request
+    goes out before any reply is read, with no hand-off between threads.
 
     Range: auto, true, false | See: performance.envs_per_collector
     """

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rulka.phased_steps import Phases
+
 #: Wheel order everywhere: front-left, front-right, rear-left, rear-right.
 N_WHEELS = 4
 
@@ -62,7 +64,8 @@ class TrackManiaBackend(abc.ABC):
     """Runs one car on one track, one agent action (``tm_engine_step_per_action`` ticks) at a time."""
 
     #: ``start_race`` and ``step`` mostly wait on another process (a game behind a socket), so a
-    #: collector may run several such backends' environments at the same time, each in a thread.
+    #: collector may run several such backends' environments at the same time (steps through
+    #: :meth:`step_phases`, in the collector's thread; resets each in a thread).
     steps_wait_on_io: bool = False
 
     @abc.abstractmethod
@@ -75,6 +78,13 @@ class TrackManiaBackend(abc.ABC):
     @abc.abstractmethod
     def step(self, inputs: InputState) -> tuple[CarState, np.ndarray]:
         """Hold ``inputs`` for one action and return the new state and frame."""
+
+    def step_phases(self, inputs: InputState) -> Phases[tuple[CarState, np.ndarray]]:
+        """:meth:`step` as a generator that yields while the game computes (after each request it
+        sends) and returns what ``step`` returns, so that a collector can interleave several games'
+        steps in one thread (:mod:`rulka.phased_steps`). This default has one phase."""
+        yield from ()
+        return self.step(inputs)
 
     def close(self) -> None:
         """Release the game or the simulator."""

@@ -106,15 +106,32 @@ class TrackManiaEnv(gym.Env):
 
     def step(self, action):
         """Hold action ``action`` (0..11) for one action duration."""
-        if self.state is None:
-            raise RuntimeError("call reset() before step()")
-        if not self.action_space.contains(action):
-            raise ValueError(f"invalid action {action!r}; expected an int in [0, {N_ACTIONS})")
-        action = int(action)
+        action = self._checked_action(action)
         try:
             state, frame = self.backend.step(action_to_inputs(action))
         except RolloutDiscardedError as exc:
             return self._discarded_step(exc)
+        return self._after_step(action, state, frame)
+
+    def step_phases(self, action):
+        """:meth:`step` through the backend's phased step: a generator that yields while the game
+        computes and returns ``step``'s five values (see :mod:`rulka.phased_steps`)."""
+        action = self._checked_action(action)
+        try:
+            state, frame = yield from self.backend.step_phases(action_to_inputs(action))
+        except RolloutDiscardedError as exc:
+            return self._discarded_step(exc)
+        return self._after_step(action, state, frame)
+
+    def _checked_action(self, action) -> int:
+        if self.state is None:
+            raise RuntimeError("call reset() before step()")
+        if not self.action_space.contains(action):
+            raise ValueError(f"invalid action {action!r}; expected an int in [0, {N_ACTIONS})")
+        return int(action)
+
+    def _after_step(self, action: int, state: CarState, frame: np.ndarray):
+        """Rewards, end rules and observation after the backend played ``action``."""
         self.builder.push_action(action)
         furthest_before = self.tracker.furthest
         zone = self.tracker.update(state.position)

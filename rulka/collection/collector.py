@@ -18,7 +18,9 @@ load and countdown), e.g. to keep a heartbeat going.
 Environments that wait on I/O (a game behind a socket) can be stepped at the same time
 (``concurrent``, :mod:`rulka.collection.concurrent_steps`): their ``reset`` and ``step`` run in a pool
 of threads, one per environment, and the results are recorded in slot order as before, so the
-rollouts are the same; concurrent resets are bracketed by one ``on_reset`` pair.
+rollouts are the same; concurrent resets are bracketed by one ``on_reset`` pair. When every
+environment offers phased steps (``step_phases``), the steps run interleaved in the collector's own
+thread instead (no thread hand-offs); resets still use the pool.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from rulka.collection.concurrent_steps import StepPool, use_concurrent_steps
 from rulka.collection.rollout import EpisodePlan, EpisodeSpec, Rollout
 from rulka.core_types import RunPhase
 from rulka.level_manager import LevelManager, StepResult
+from rulka.phased_steps import offers_step_phases, run_phases
 
 
 def episode_seed(seed: int, instance: int, episode: int) -> int:
@@ -91,7 +94,8 @@ class Collector:
         concurrent: step and reset the environments at the same time, each in a thread of its own
             (``performance.concurrent_env_steps``): True, False, or ``"auto"`` (when every environment
             declares ``steps_wait_on_io``, see :mod:`rulka.collection.concurrent_steps`). The input and
-            output filters then run in those threads too (rulka's filters hold no state).
+            output filters then run in those threads too (rulka's filters hold no state). Steps are
+            interleaved in this thread instead when every environment offers ``step_phases``.
     """
 
     def __init__(self, agent: Agent, levels: Sequence[LevelManager], plans: Sequence[EpisodePlan],
@@ -126,6 +130,8 @@ class Collector:
         #: Steps and resets run at the same time (see ``concurrent``): the pool and its reused lists.
         self.concurrent = use_concurrent_steps(concurrent, [level.env for level in levels])
         self._pool = StepPool(n) if self.concurrent else None
+        #: Concurrent steps run as interleaved phases in this thread (resets still use the pool).
+        self.phased = self.concurrent and all(offers_step_phases(level.env) for level in levels)
         self._active: list[_Slot] = []
         self._starting: list[_Slot] = []
         self._pending_actions = [0] * n
@@ -188,7 +194,10 @@ class Collector:
         for i in range(len(active)):
             pending[i] = int(actions[i])
         try:
-            self._pool.run(self._apply_one, len(active))
+            if self.phased:
+                run_phases([slot.level.apply_phases(pending[i]) for i, slot in enumerate(active)], results)
+            else:
+                self._pool.run(self._apply_one, len(active))
         finally:
             for i, slot in enumerate(active):
                 result, results[i] = results[i], None

@@ -11,6 +11,9 @@ another process and may run in a thread beside the other environments' (it share
 state with them). ``performance.concurrent_env_steps: auto`` steps a collector's environments
 concurrently when all of them declare it; rulka's core reads it with ``getattr`` and knows no
 environment.
+
+The cheaper way, where the environments offer it: phased steps (:mod:`rulka.phased_steps`), run
+interleaved in the collector's own thread instead of in a pool of threads.
 """
 from __future__ import annotations
 

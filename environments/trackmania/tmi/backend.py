@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from rulka.phased_steps import Phases
+
 from ..backend import CarState, InputState, TrackManiaBackend
 from .game_instance_manager import (
     DEFAULT_START_TIMEOUT_S,
@@ -185,6 +187,13 @@ class TMIBackend(TrackManiaBackend):
         return self._to_car(
             self.manager.step(accelerate=inputs.accelerate, brake=inputs.brake, left=inputs.left, right=inputs.right)
         )
+
+    def step_phases(self, inputs: InputState) -> Phases[tuple[CarState, np.ndarray]]:
+        """:meth:`step` in phases: yields while the game plays the action and while it renders."""
+        result = yield from self.manager.step_phases(
+            accelerate=inputs.accelerate, brake=inputs.brake, left=inputs.left, right=inputs.right
+        )
+        return self._to_car(result)
 
     def end_race(self) -> None:
         """End the race before the finish (a cut-off); the game waits for the next start_race."""

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from environments.trackmania.backend_registry import RolloutDiscardedError
+from rulka.phased_steps import Phases, finish_phases
 from .client import SyncMessage, TMIClient, TMInterfaceConnectError
 from .launcher import GameProcess, Launcher, default_launcher, process_pids
 from .protocol import (
@@ -413,10 +414,11 @@ class GameInstanceManager:
             if self.config.game_camera is not None:
                 c.execute_command(f"cam {int(self.config.game_camera)}")
             self._ui_hidden = True
-        return self._action_point(race_time_ms=0)
+        return finish_phases(self._action_point(race_time_ms=0))
 
-    def _action_point(self, race_time_ms: int) -> StepResult:
-        """Inside a RUN_STEP: read the state, freeze, get the frame; leaves the frame unanswered."""
+    def _action_point(self, race_time_ms: int) -> Phases[StepResult]:
+        """Inside a RUN_STEP: read the state, freeze, get the frame; leaves the frame unanswered.
+        Yields once, while the game answers."""
         c = self.client
         assert c is not None
         with c.batched():  # one write and one round trip: the state's reply, then the frame
@@ -426,6 +428,7 @@ class GameInstanceManager:
             c.set_speed(0.0)
             c.request_frame(self.config.frame_width, self.config.frame_height)
             c.respond(MessageType.SC_RUN_STEP_SYNC)
+        yield  # the game sends the state, then renders
         blob = c.read_simulation_state()
         if not self._wheels_checked:
             self._wheels_checked = True
@@ -487,23 +490,30 @@ class GameInstanceManager:
         Raises:
             RolloutDiscarded: the game hung or dropped the connection; start a new race.
         """
+        return finish_phases(self.step_phases(accelerate=accelerate, brake=brake, left=left, right=right))
+
+    def step_phases(self, *, accelerate: bool, brake: bool, left: bool, right: bool) -> Phases[StepResult]:
+        """:meth:`step` as a generator that yields twice while the game works (after the inputs are
+        sent, and after the state and frame are requested), so that a collector can interleave
+        several games' steps in one thread (:mod:`rulka.phased_steps`)."""
         if not self.race_active or self.pending != MessageType.SC_REQUESTED_FRAME_SYNC or self.client is None:
             raise RuntimeError("step() needs a running race: call start_race() first")
         try:
-            return self._step(accelerate, brake, left, right)
+            return (yield from self._step(accelerate, brake, left, right))
         except TMInterfaceError as exc:
             self._handle_failure(exc, in_race=True)
             raise RolloutDiscarded(
                 f"rollout discarded: {exc.detail}", message_id=exc.message_id, expected=exc.expected
             ) from exc
 
-    def _step(self, accelerate: bool, brake: bool, left: bool, right: bool) -> StepResult:
+    def _step(self, accelerate: bool, brake: bool, left: bool, right: bool) -> Phases[StepResult]:
         c = self.client
         assert c is not None
         with c.batched():  # one write: one wake-up of the game
             c.set_input_state(left=bool(left), right=bool(right), accelerate=bool(accelerate), brake=bool(brake))
             c.set_speed(self.config.running_speed)
             self._respond(MessageType.SC_REQUESTED_FRAME_SYNC)
+        yield  # the game plays the action
         next_action_ms = self.last_action_time_ms + self.config.ms_per_action
         while True:
             msg = self._read()
@@ -511,7 +521,7 @@ class GameInstanceManager:
                 t = int(msg.race_time_ms or 0)
                 if t >= next_action_ms and t % self.config.ms_per_action == 0:
                     self.last_action_time_ms = t
-                    return self._action_point(t)
+                    return (yield from self._action_point(t))
                 c.respond(msg.type)
             elif msg.type == MessageType.SC_CHECKPOINT_COUNT_CHANGED_SYNC:
                 result = self._on_checkpoint(msg)

@@ -42,6 +42,24 @@ class WaitingCorridor(Corridor):
         return {"observation": np.array([self.position + self.draw, self.t], dtype=np.float32)}
 
 
+class PhasedCorridor(WaitingCorridor):
+    """The waiting corridor that also offers phased steps, as a game behind a socket does: the
+    request goes out, the reply is ready ``wait_s`` later (the game computes meanwhile); ``log``
+    records each send and receive with the thread that did it."""
+
+    def __init__(self, wait_s: float = 0.01, fault_at: int = 0, name: int = 0, log: list | None = None) -> None:
+        super().__init__(wait_s, fault_at)
+        self.name, self.log = name, log if log is not None else []
+
+    def step_phases(self, action):
+        ready_at = time.perf_counter() + self.wait_s
+        self.log.append(("send", self.name, threading.get_ident()))
+        yield
+        time.sleep(max(0.0, ready_at - time.perf_counter()))
+        self.log.append(("receive", self.name, threading.get_ident()))
+        return Corridor.step(self, action)
+
+
 def _collector(envs, concurrent, on_reset=None):
     agent = IQNAgent(small_config(), Corridor.observation_space, Corridor.action_space, "cpu", seed=3)
     levels = [LevelManager(agent, env, InputFilter(), OutputFilter()) for env in envs]
@@ -82,6 +100,50 @@ def test_four_waiting_environments_step_about_four_times_faster_with_the_same_ro
         assert np.array_equal(a.step_policy_updates, b.step_policy_updates)
         assert len(a.step_times) == a.length == len(b.step_times)
     assert together.actions_played == sequential.actions_played == 4 * steps
+
+
+def test_phased_environments_step_interleaved_in_the_collectors_thread_with_the_same_rollouts():
+    """Environments that offer ``step_phases`` (the real game's backend) are stepped in the collector's own
+    thread, every request sent before any reply is read: 4 environments whose replies take 20 ms step in
+    about one wait, not four, with no thread hand-off, and the rollouts are those of stepping them one
+    after another."""
+    steps, log = 30, []
+    sequential = _collector([WaitingCorridor(0.02) for _ in range(4)], concurrent=False)
+    phased = _collector([PhasedCorridor(0.02, name=k, log=log) for k in range(4)], concurrent=True)
+    assert phased.phased and not sequential.phased
+    wrapped = _collector([gym.wrappers.TimeLimit(PhasedCorridor(), 100) for _ in range(2)], concurrent=True)
+    assert not wrapped.phased  # a wrapper's own step would be skipped: threads then
+    wrapped.close()
+    try:
+        expected, t_sequential = _play(sequential, steps, heatup=True)
+        log.clear()  # the first call's resets are included in neither count
+        got, t_phased = _play(phased, steps, heatup=True)
+    finally:
+        sequential.close()
+        phased.close()
+    assert t_sequential / t_phased > 2.0, (t_sequential, t_phased)  # ~4x; slack for a loaded machine
+    assert {thread for _, _, thread in log} == {threading.get_ident()}
+    first_step = [(what, name) for what, name, _ in log[:8]]
+    assert first_step == [("send", k) for k in range(4)] + [("receive", k) for k in range(4)]
+    assert len(got) == len(expected) > 4 * 4
+    for a, b in zip(expected, got):
+        assert (a.source, a.episode, a.length, a.terminated, a.truncated) == (b.source, b.episode, b.length,
+                                                                              b.terminated, b.truncated)
+        assert np.array_equal(a.actions, b.actions) and np.array_equal(a.rewards, b.rewards)
+        assert np.array_equal(a.states["observation"], b.states["observation"])
+
+
+def test_an_error_in_a_phased_step_is_raised_after_the_others_were_recorded():
+    """A phased step that raises: the other environments' steps still end and are recorded, then the error
+    reaches ``Collector.step``, as with the thread pool."""
+    envs = [PhasedCorridor(0.0), PhasedCorridor(0.0, fault_at=3), PhasedCorridor(0.0)]
+    collector = _collector(envs, concurrent=True)
+    assert collector.phased
+    with pytest.raises(RuntimeError, match="exploded on purpose"):
+        for _ in range(5):
+            collector.step(heatup=False)
+    assert [slot.level.episode_length for slot in collector.slots] == [3, 2, 3]
+    collector.close()
 
 
 def test_auto_steps_concurrently_only_when_every_environment_declares_it_waits_on_io():

@@ -12,6 +12,7 @@ from environments.trackmania.tmi.game_instance_manager import CONSOLE_SETTINGS, 
 from environments.trackmania.tmi.protocol import bgra_to_gray
 from environments.trackmania.tmi.settings import TMISettings
 from environments.trackmania.tmi.state import decode_state
+from rulka.phased_steps import run_phases
 
 MAP = "Campaign/A01-Race.Challenge.Gbx"
 ACCEL = dict(accelerate=True, brake=False, left=False, right=False)
@@ -55,6 +56,58 @@ def test_race_to_finish_then_rewound_second_race(fake_launcher, fast_config):
         assert len(launcher.servers) == 1
     finally:
         m.close()
+
+
+def test_two_games_raced_in_phases_in_one_thread_give_the_races_of_plain_steps(fake_launcher, fast_config):
+    """Phased steps (a collector interleaves its games in one thread): each step of a game yields twice
+    (after the inputs go out, after the state and frame are requested); two games stepped together in
+    rounds finish the same race, step for step, as a game stepped with plain ``step``."""
+    plain = make_manager(fake_launcher(), fast_config)
+    games = [make_manager(fake_launcher(), fast_config) for _ in range(2)]
+    try:
+        plain.start_race(MAP)
+        expected = drive_to_finish(plain)
+        for m in games:
+            m.start_race(MAP)
+        got: list[list] = [[], []]
+        for _ in range(len(expected)):
+            results = [None, None]
+            run_phases([m.step_phases(**ACCEL) for m in games], results)
+            for k in range(2):
+                got[k].append(results[k])
+        for k in range(2):
+            assert [r.race_time_ms for r in got[k]] == [r.race_time_ms for r in expected]
+            assert got[k][-1].finished and got[k][-1].checkpoint_times_ms == expected[-1].checkpoint_times_ms
+            assert all(np.array_equal(a.frame, b.frame) and a.state == b.state for a, b in zip(got[k], expected))
+        games[0].start_race(MAP)
+        steps = games[0].step_phases(**ACCEL)
+        assert next(steps) is None and next(steps) is None  # inputs sent; state and frame requested
+        with pytest.raises(StopIteration) as ended:
+            next(steps)
+        assert ended.value.value.race_time_ms == 50
+    finally:
+        plain.close()
+        for m in games:
+            m.close()
+
+
+def test_a_hang_in_a_phased_step_discards_that_race_only(fake_launcher, fast_config):
+    """A game that hangs while stepped in phases beside another: its race is discarded
+    (:class:`RolloutDiscarded`, raised after the other game's step of that round ended and was returned)."""
+    healthy = make_manager(fake_launcher(), fast_config)
+    hanging = make_manager(fake_launcher(per_launch=[{"hang_at_ms": 200}]), fast_config)
+    try:
+        healthy.start_race(MAP)
+        hanging.start_race(MAP)
+        results = [None, None]
+        with pytest.raises(RolloutDiscarded, match="timed out"):
+            for _ in range(20):
+                run_phases([healthy.step_phases(**ACCEL), hanging.step_phases(**ACCEL)], results)
+        assert results[0].race_time_ms == healthy.last_action_time_ms > 0
+        assert not hanging.race_active and healthy.race_active
+    finally:
+        healthy.close()
+        hanging.close()
 
 
 def test_connect_sends_console_settings_and_loads_map(fake_launcher, fast_config):
