@@ -25,6 +25,9 @@ foreach path, ``--threads`` threads.
 * ``threads2``: shipped float32 with 2 threads (against the baseline at ``--threads``);
 * ``compile``: shipped float32 with ``torch.compile`` of the online and target networks (forward,
   backward and inference; the compile time is printed, not counted);
+* ``kept_memory_float32``, ``kept_memory_bfloat16``: shipped float32 and bfloat16 in a process of their own
+  that keeps its freed memory for reuse (``performance.keep_freed_memory: true``, the learner's default);
+  the baseline's process runs with the system allocator's defaults, as before issue 23;
 * ``act_bfloat16``: acting (``agent.act`` on ``envs_per_collector`` observations) in bfloat16
   against acting in float32 (actions/s of one forward pass per batch).
 
@@ -35,6 +38,7 @@ Goal (issue 23): at the sim preset's size, the shipped default (``auto``) >= 1.6
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 import warnings
 from collections.abc import Callable
@@ -53,6 +57,7 @@ from rulka.config import apply_overrides
 from rulka.parameters import ExperimentConfig, MemoryParameters, NeuralNetworkParameters, TrainingParameters
 from rulka.presets import load_graph_manager
 from rulka.schedules import Schedule
+from variant_process import VariantProcess, timed  # bench/, beside this script
 
 CAPACITY = 20_000
 
@@ -142,15 +147,6 @@ def bare_update(agent: IQNAgent) -> Callable[[], None]:
     return update
 
 
-def timed(update: Callable[[], None], seconds: float, minimum: int = 0) -> tuple[int, float]:
-    """Run ``update`` for about ``seconds``, and at least ``minimum`` times: (updates done, seconds taken)."""
-    done, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds or done < minimum:
-        update()
-        done += 1
-    return done, time.perf_counter() - start
-
-
 def rulka_rate(agent: IQNAgent, seconds: float) -> float:
     update = rulka_update(agent)
     for _ in range(5):  # warm-up
@@ -165,7 +161,9 @@ def bare_rate(agent: IQNAgent, seconds: float) -> float:
 
 
 LEVERS = ("channels_last", "inplace", "shipped_float32", "bfloat16", "bfloat16_out_of_place", "for_loop", "threads2",
-          "compile", "act_bfloat16")
+          "compile", "act_bfloat16", "kept_memory_float32", "kept_memory_bfloat16")
+#: Levers measured in a process of their own, started with performance.keep_freed_memory's allocator.
+KEPT_MEMORY = {"kept_memory_float32": "float32", "kept_memory_bfloat16": "bfloat16"}
 DEFAULT_LEVERS = tuple(lever for lever in LEVERS if lever != "compile")
 
 
@@ -248,6 +246,25 @@ def act_rate(agent: IQNAgent, precision: str, envs: int, seconds: float) -> floa
     return done * envs / elapsed
 
 
+def kept_memory_variants(size: str, levers: tuple[str, ...]) -> tuple[dict[str, Callable[[], None]], str]:
+    """The ``kept_memory_*`` levers, built in a process that keeps its freed memory (as the learner does
+    with ``performance.keep_freed_memory: true``): the shipped float32 / bfloat16 update there."""
+    agent = cartpole_agent() if size == "cartpole" else sim_agent()
+    fill(agent, 3_000)
+    update = rulka_update(agent)
+    current: list[str] = [""]
+
+    def as_lever(lever: str) -> Callable[[], None]:
+        def run() -> None:
+            if current[0] != lever:
+                configure(agent, True, True, KEPT_MEMORY[lever])
+                current[0] = lever
+            update()
+        return run
+
+    return {lever: as_lever(lever) for lever in levers}, ""
+
+
 def spread(values: list[float], digits: int) -> str:
     return f"{np.mean(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
 
@@ -257,18 +274,24 @@ def lever_table(size: str, agent: IQNAgent, levers: list[str], seconds: float, r
     if "compile" in levers:
         print(f"{size}: torch.compile of both networks took {compile_networks(agent, update):.0f} s "
               "(compile and warm-up, not counted)", flush=True)
-    update_levers = [lever for lever in levers if lever != "act_bfloat16"]
-    rates: dict[str, list[float]] = {name: [] for name in ["today", *update_levers]}
+    update_levers = [lever for lever in levers if lever != "act_bfloat16" and lever not in KEPT_MEMORY]
+    kept_levers = tuple(lever for lever in levers if lever in KEPT_MEMORY)
+    kept = VariantProcess(functools.partial(kept_memory_variants, size, kept_levers), True, threads) if kept_levers else None
+    rates: dict[str, list[float]] = {name: [] for name in ["today", *update_levers, *kept_levers]}
     acts: dict[str, list[float]] = {"float32": [], "bfloat16": []}
     envs = agent.config.performance.envs_per_collector
     for _ in range(rounds):
-        for name in rates:
+        for name in ["today", *update_levers]:
             undo = variant(agent, name, threads)
             rates[name].append(rulka_rate(agent, seconds))
             undo()
+        for name in kept_levers:
+            rates[name].append(kept.rate(name, seconds, warmup=5))
         if "act_bfloat16" in levers:
             for precision in acts:
                 acts[precision].append(act_rate(agent, precision, envs, seconds / 2))
+    if kept is not None:
+        kept.close()
     digits = 0 if np.mean(rates["today"]) > 100 else 1
     for name, values in rates.items():
         ratios = [v / b for v, b in zip(values, rates["today"])]

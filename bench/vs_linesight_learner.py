@@ -22,6 +22,14 @@ priorities, target schedule) of a ``TrackManiaIQNAgent``, in float32 and with it
 ``performance.precision: auto``; ``rulka float32 update only`` is ``learn_from_batch`` on one
 prebuilt batch, as Linesight's.
 
+Each side runs in processes of its own (spawned, one measuring at a time), because rulka's learner
+process sets glibc malloc's thresholds at its start (``performance.keep_freed_memory``, default on)
+and Linesight's does not: ``linesight float32`` / ``bfloat16`` run with the system allocator's
+defaults, as Linesight runs; ``linesight float32, freed memory kept`` is Linesight's update in a
+process given rulka's setting; ``rulka float32`` / ``update only`` / ``auto`` run as rulka ships
+(freed memory kept); ``rulka float32, keep_freed_memory false`` without it. A last line gives rulka's
+float32 against Linesight's with the same allocator setting on both sides.
+
 Shapes: ``linesight``, Linesight's defaults (its config_files: 160 x 120 frames, batch 512, N = 8,
 dense 1024, float head 256; 6,578,333 parameters on both sides; rulka's side is the configuration
 guide's defaults, ``TrackManiaExperimentConfig()``); ``sim``, the trackmania_iqn_sim
@@ -34,6 +42,7 @@ rulka's mixed precision faster still.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import sys
 import types
@@ -51,7 +60,8 @@ from agents.precision import cpu_bf16_flags, resolve_precision  # noqa: E402
 from agents.trackmania_iqn_agent import TrackManiaIQNAgent  # noqa: E402
 from rulka.config import apply_overrides  # noqa: E402
 from rulka.presets import load_graph_manager  # noqa: E402
-from update_speed import fill, rulka_update, timed  # noqa: E402  (bench/, beside this script)
+from update_speed import fill, rulka_update  # noqa: E402  (bench/, beside this script)
+from variant_process import VariantProcess  # noqa: E402
 
 CAPACITY = 5_000
 FILL = 3_000
@@ -184,17 +194,22 @@ def _conv_output(iqn: types.ModuleType, height: int, width: int) -> int:
 
 
 # ------------------------------------------------------------------ rulka
+def rulka_agent_config(shape: str):
+    """rulka's configuration at ``shape``: the guide's defaults (Linesight's: 160 x 120, batch 512,
+    6,578,333 parameters) or the sim preset's, with a small replay."""
+    from environments.trackmania.training.experiment_parameters import TrackManiaExperimentConfig
+
+    base = TrackManiaExperimentConfig() if shape == "linesight" else load_graph_manager("trackmania_iqn_sim").config
+    return apply_overrides(base, overrides=[
+        "environment.backend=sim", f"memory.memory_size_schedule=[[0, [{CAPACITY}, 1000]]]", "memory.buffer_test_ratio=0",
+        "memory.number_times_single_memory_is_used_before_discard=1000000000", "performance.precision=auto"])
+
+
 def rulka_agent(shape: str) -> TrackManiaIQNAgent:
     """The TrackMania IQN agent at ``shape`` (its replay filled with random transitions)."""
     from environments.trackmania.env import TrackManiaEnv
 
-    from environments.trackmania.training.experiment_parameters import TrackManiaExperimentConfig
-
-    # the guide's defaults are Linesight's (160 x 120, batch 512, 6,578,333 parameters)
-    base = TrackManiaExperimentConfig() if shape == "linesight" else load_graph_manager("trackmania_iqn_sim").config
-    config = apply_overrides(base, overrides=[
-        "environment.backend=sim", f"memory.memory_size_schedule=[[0, [{CAPACITY}, 1000]]]", "memory.buffer_test_ratio=0",
-        "memory.number_times_single_memory_is_used_before_discard=1000000000", "performance.precision=auto"])
+    config = rulka_agent_config(shape)
     env = TrackManiaEnv(config.environment)
     agent = TrackManiaIQNAgent(config, env.observation_space, env.action_space, "cpu", seed=0)
     env.close()
@@ -218,53 +233,91 @@ def with_precision(agent: TrackManiaIQNAgent, setting: str, fn: Callable[[], Non
     return run
 
 
+# ------------------------------------------------------------------ the processes' variants
+def shape_dims(shape: str) -> dict[str, int]:
+    """The networks' sizes at ``shape``, read from rulka's configuration (both sides are built to them)."""
+    from environments.trackmania.env import TrackManiaEnv
+
+    config = rulka_agent_config(shape)
+    env = TrackManiaEnv(config.environment)
+    frame, floats, actions = env.observation_space["frame"].shape, env.observation_space["floats"].shape[0], env.action_space.n
+    env.close()
+    p = config.neural_network
+    return dict(height=frame[1], width=frame[2], batch_size=config.training.batch_size, float_dim=floats,
+                float_hidden=p.float_hidden_dim, dense_hidden=2 * p.dense_hidden_dimension,
+                embedding=p.iqn_embedding_dimension, actions=int(actions))
+
+
+def linesight_variants(checkout: str, dims: dict[str, int], bfloat16: bool, label: str = ""
+                       ) -> tuple[dict[str, Callable[[], None]], str]:
+    """Linesight's update in float32 (and bfloat16 with ``bfloat16``), named ``linesight PRECISION{label}``."""
+    iqn = load_linesight(Path(checkout))
+    trainer, online, update = linesight_trainer(iqn, **dims)
+
+    def run(bf16: bool) -> Callable[[], None]:
+        def step() -> None:
+            iqn.BENCH_BF16 = bf16
+            update()
+        return step
+
+    variants = {f"linesight float32{label}": run(False)}
+    if bfloat16:
+        variants[f"linesight bfloat16{label}"] = run(True)
+    return variants, f"Linesight {sum(q.numel() for q in online.parameters()):,} parameters"
+
+
+def rulka_variants(shape: str, shipped: bool) -> tuple[dict[str, Callable[[], None]], str]:
+    """rulka's update as shipped (float32, float32 on one batch, auto), or float32 alone (``shipped`` False:
+    the process runs with ``performance.keep_freed_memory: false``)."""
+    agent = rulka_agent(shape)
+    update, learn_only = rulka_updates(agent)
+    if not shipped:
+        return {"rulka float32, keep_freed_memory false": with_precision(agent, "float32", update)}, ""
+    variants = {"rulka float32": with_precision(agent, "float32", update),
+                "rulka float32 update only": with_precision(agent, "float32", learn_only),
+                f"rulka auto ({agent.precision.name})": with_precision(agent, "auto", update)}
+    return variants, (f"rulka {sum(q.numel() for q in agent.online_network.parameters()):,} parameters; "
+                      f"rulka's auto: {agent.precision.describe()}")
+
+
 # ------------------------------------------------------------------ measuring
-def rate(fn: Callable[[], None], seconds: float) -> float:
-    fn()  # warm-up
-    done, elapsed = timed(fn, seconds, minimum=2)
-    return done / elapsed
-
-
 def spread(values: list[float]) -> str:
     digits = 2 if np.mean(values) < 10 else 1
     return f"{np.mean(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
 
 
-def compare(shape: str, iqn: types.ModuleType, seconds: float, rounds: int) -> None:
-    agent = rulka_agent(shape)
-    p, env = agent.config.neural_network, agent.config.environment
-    frame = agent.observation_space["frame"].shape
-    floats = agent.observation_space["floats"].shape[0]
-    trainer, online, linesight_update = linesight_trainer(
-        iqn, frame[1], frame[2], agent.config.training.batch_size, floats, p.float_hidden_dim,
-        2 * p.dense_hidden_dimension, p.iqn_embedding_dimension, agent.num_actions)
-    ls_params = sum(q.numel() for q in online.parameters())
-    rk_params = sum(q.numel() for q in agent.online_network.parameters())
-    print(f"{shape}: {frame[1]} x {frame[2]} frames, batch {agent.config.training.batch_size}, "
-          f"{floats} floats, {agent.num_actions} actions; parameters: Linesight {ls_params:,}, rulka {rk_params:,}; "
-          f"rulka's auto: {agent.precision.describe()}", flush=True)
-    update, learn_only = rulka_updates(agent)
-
-    def linesight(bf16: bool) -> Callable[[], None]:
-        def run() -> None:
-            iqn.BENCH_BF16 = bf16
-            linesight_update()
-        return run
-
-    variants = {"linesight float32": linesight(False), "rulka float32": with_precision(agent, "float32", update),
-                "rulka float32 update only": with_precision(agent, "float32", learn_only),
-                f"rulka auto ({agent.precision.name})": with_precision(agent, "auto", update)}
-    if cpu_bf16_flags():
-        variants["linesight bfloat16"] = linesight(True)
-    rates: dict[str, list[float]] = {name: [] for name in variants}
+def compare(shape: str, checkout: Path, seconds: float, rounds: int, threads: int) -> None:
+    """Each side in processes of its own: Linesight with the system's allocator (as it runs) and with
+    rulka's ``keep_freed_memory``; rulka as shipped (``keep_freed_memory: true``) and without it."""
+    dims = shape_dims(shape)
+    keep = rulka_agent_config(shape).performance.keep_freed_memory
+    processes = [
+        VariantProcess(functools.partial(linesight_variants, str(checkout), dims, bool(cpu_bf16_flags())), False, threads),
+        VariantProcess(functools.partial(linesight_variants, str(checkout), dims, False, ", freed memory kept"), True, threads),
+        VariantProcess(functools.partial(rulka_variants, shape, True), keep, threads),
+        VariantProcess(functools.partial(rulka_variants, shape, False), False, threads),
+    ]
+    print(f"{shape}: {dims['height']} x {dims['width']} frames, batch {dims['batch_size']}, {dims['float_dim']} floats, "
+          f"{dims['actions']} actions; {processes[0].info}, {processes[2].info}", flush=True)
+    rates: dict[str, list[float]] = {name: [] for process in processes for name in process.names}
     for _ in range(rounds):
-        for name, fn in variants.items():
-            rates[name].append(rate(fn, seconds))
+        for process in processes:
+            for name in process.names:
+                rates[name].append(process.rate(name, seconds))
+    for process in processes:
+        process.close()
     base = rates["linesight float32"]
     for name, values in rates.items():
-        ratios = [v / b for v, b in zip(values, base)]
-        print(f"| {shape} | {name} | {spread(values)} | {np.median(ratios):.2f} [{min(ratios):.2f}-{max(ratios):.2f}] |",
-              flush=True)
+        print(f"| {shape} | {name} | {spread(values)} | {ratio(values, base)} |", flush=True)
+    same = rates["linesight float32, freed memory kept"]
+    print(f"{shape}, both sides keeping freed memory: rulka float32 / Linesight float32 {ratio(rates['rulka float32'], same)}",
+          flush=True)
+
+
+def ratio(values: list[float], base: list[float]) -> str:
+    """Per-round ratios: median [min-max]."""
+    ratios = [v / b for v, b in zip(values, base)]
+    return f"{np.median(ratios):.2f} [{min(ratios):.2f}-{max(ratios):.2f}]"
 
 
 def main() -> None:
@@ -275,15 +328,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads (both learners)")
     parser.add_argument("--shapes", default="linesight,sim")
     args = parser.parse_args()
-    iqn = load_linesight(args.linesight.resolve())
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    load_linesight(args.linesight.resolve())  # refuses a wrong checkout before any process starts
     print(f"torch {torch.__version__}, {args.threads} thread(s), CPU bf16 units: {', '.join(cpu_bf16_flags()) or 'none'}; "
           f"{args.rounds} alternating rounds of {args.seconds:g} s per variant")
     print("| shape | variant | updates/s | ratio to linesight float32 (per round: median [min-max]) |")
     print("|---|---|---|---|")
     for shape in args.shapes.split(","):
-        compare(shape, iqn, args.seconds, args.rounds)
+        compare(shape, args.linesight.resolve(), args.seconds, args.rounds, args.threads)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ from rulka.collection.rollout import EpisodePlan, EpisodeSpec, Rollout
 from rulka.collection.collector_setup import CollectorSetup, EnvFactory, PlanFactory, default_plan
 from rulka.config import ConfigError, set_active_config, write_config_snapshot
 from rulka.core_types import RunPhase
+from rulka.freed_memory import keep_freed_memory
 from rulka.level_manager import LevelManager
 from rulka.logger import RunLogger
 from rulka.parameters import EnvironmentParameters, ExperimentConfig, GymEnvironmentParameters, PresetValidationParameters
@@ -215,6 +216,10 @@ class BasicRLGraphManager(GraphManager):
         set_active_config(self.config)
         if self.config.performance.torch_num_threads:
             torch.set_num_threads(self.config.performance.torch_num_threads)
+        if self.config.performance.keep_freed_memory:
+            kept = keep_freed_memory()
+            if kept and run_dir is not None:
+                print(f"rulka: {kept}", file=sys.stderr, flush=True)
         self.input_filter = self.input_filter or self.default_input_filter()
         self.env_observation_space, self.env_action_space = self.environment_spaces()  # before filters
         self.observation_space = self.input_filter.filter_space(self.env_observation_space)

@@ -48,9 +48,13 @@ class IQNNetwork(nn.Module):
 
     def forward(self, observations: dict[str, torch.Tensor], taus: torch.Tensor) -> torch.Tensor:
         """Quantile values (B, N, A) at fractions ``taus`` (B, N)."""
+        batch, n = taus.shape
         features = self.embedder(observations)  # (B, F)
-        phi = self.quantile_embedding(torch.cos(taus.unsqueeze(-1) * self.cos_multipliers))  # (B, N, F)
-        return self.head(features.unsqueeze(1) * phi)
+        # every layer after the embedder runs on flat (B * N, .) rows: a Linear on a 3-D input returns a
+        # view, and the in-place LeakyReLU on a view costs a copy of the activations forward and backward
+        phi = self.quantile_embedding(torch.cos(taus.reshape(batch * n, 1) * self.cos_multipliers))  # (B * N, F)
+        mixed = (features.unsqueeze(1) * phi.view(batch, n, -1)).view(batch * n, -1)
+        return self.head(mixed).view(batch, n, -1)
 
     def q_values(self, observations: dict[str, torch.Tensor], num_quantiles: int) -> torch.Tensor:
         """Q (B, A): the mean over ``num_quantiles`` symmetric quantiles."""
