@@ -49,9 +49,9 @@ class VariantProcess:
     """A spawned process that builds ``build()``'s variants and measures one on request (calls/s)."""
 
     def __init__(self, build: VariantBuilder, keep_memory: bool, threads: int) -> None:
-        self.conn, child = mp.get_context("spawn").Pipe()
-        self.process = mp.get_context("spawn").Process(target=_serve, args=(child, build, keep_memory, threads),
-                                                       daemon=True)
+        spawn = mp.get_context("spawn")
+        self.conn, child = spawn.Pipe()
+        self.process = spawn.Process(target=_serve, args=(child, build, keep_memory, threads), daemon=True)
         self.process.start()
         self.names, self.info = self.conn.recv()
 
