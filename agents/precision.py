@@ -2,24 +2,27 @@
 
 * ``float32``: no autocast; every value in float32.
 * ``bfloat16``: ``torch.autocast(dtype=bfloat16)`` around the forward passes, learning and acting
-  (the collectors' inference: :meth:`agents.agent.Agent.act`). On a CPU it pays only with bf16
-  units (``avx512_bf16`` or ``amx_bf16``); without them it is emulated, slower than float32 (asked
-  for explicitly it runs, with a warning).
+  (the collectors' inference: :meth:`agents.agent.Agent.act`); inside the networks only the
+  convolutions compute in bfloat16, every other layer in float32
+  (:mod:`agents.networks.precision_regions` says why). On a CPU it pays only with bf16 units
+  (``avx512_bf16`` or ``amx_bf16``); without them it is emulated, slower than float32 (asked for
+  explicitly it runs, with a warning). A network without convolutions computes all in float32.
 * ``float16``: float16 autocast with a gradient scaler, as Linesight trains on its GPUs. CUDA's: on a
   CPU (CPU collectors of a CUDA learner) it means what ``auto`` means there, with a warning.
-* ``auto``, what measured fastest (``bench/update_speed.py``, AMD EPYC with avx512_bf16, 1 thread):
-  - learning on a CPU with bf16 units, for a network with convolutions: bfloat16 (1.3-1.9x the
-    float32 updates/s at the sim preset's shape); for an MLP-only network float32 (bfloat16 ran
-    0.6-0.9x at CartPole's size: its casts cost more than its small matrices save);
+* ``auto``, what measured fastest without hurting learning (``bench/update_speed.py``, AMD EPYC
+  with avx512_bf16, 1 thread):
+  - learning on a CPU with bf16 units, for a network with convolutions: bfloat16 (1.2-1.3x the
+    float32 updates/s at the sim preset's shape, 1.07x at Linesight's; every layer in bfloat16 ran
+    faster, 1.4x and 2.4x, but learned worse); for an MLP-only network float32 (bfloat16 has nothing to compute there);
   - acting on a CPU: float32 (bfloat16 ran 0.6-1.0x on batches of 1-8 observations);
   - CUDA: learning in float16 with a gradient scaler, acting in float32, as Linesight;
   - any other device or CPU: float32.
 
 What stays float32 whatever the setting: the weights, gradients and optimizer state (autocast casts
 copies); the inputs' normalisation; the quantile values themselves (the head's last layers run in
-float32 on the low-precision hidden features, :class:`agents.networks.heads.QHead`), hence the
-targets, the TD errors, the loss and the replay priorities; the replay stores uint8 frames and
-float32 floats as before.
+float32 on the low-precision hidden features, :class:`agents.networks.heads.QHead`; under bfloat16
+every layer after the convolutions does), hence the targets, the TD errors, the loss and the replay
+priorities; the replay stores uint8 frames and float32 floats as before.
 """
 from __future__ import annotations
 
@@ -102,7 +105,7 @@ def resolve_precision(setting: str, device: torch.device | str, has_convolutions
         if setting == "auto":
             return Precision(setting, device_type, torch.float16, None,
                              "CUDA: float16 with a gradient scaler for learning, as Linesight")
-        return Precision(setting, device_type, _DTYPES[setting], _DTYPES[setting], "as configured")
+        return Precision(setting, device_type, _DTYPES[setting], _DTYPES[setting], _as_configured(setting, has_convolutions))
     if device_type != "cpu":
         if setting in ("auto", "float32"):
             return Precision(setting, device_type, None, None, f"no mixed precision on {device_type}")
@@ -117,14 +120,21 @@ def resolve_precision(setting: str, device: torch.device | str, has_convolutions
             return Precision(setting, device_type, None, None, "the CPU has no bf16 units (avx512_bf16 / amx_bf16)")
         if not has_convolutions:
             return Precision(setting, device_type, None, None,
-                             f"the CPU has {' and '.join(flags)}, but bfloat16 is slower for a network without convolutions")
+                             f"the CPU has {' and '.join(flags)}, but bfloat16 applies to convolutions only and "
+                             "this network has none")
         return Precision(setting, device_type, torch.bfloat16, None,
                          f"the CPU has {' and '.join(flags)}; acting stays float32, faster on small batches")
     if setting == "bfloat16" and not flags:
         warnings.warn("performance.precision: bfloat16 on a CPU without bf16 units (avx512_bf16 / amx_bf16) is "
                       "emulated, slower than float32; use auto or float32", stacklevel=2)
         return Precision(setting, device_type, torch.bfloat16, torch.bfloat16, "as configured; the CPU has no bf16 units")
-    return Precision(setting, device_type, _DTYPES[setting], _DTYPES[setting], "as configured")
+    return Precision(setting, device_type, _DTYPES[setting], _DTYPES[setting], _as_configured(setting, has_convolutions))
+
+
+def _as_configured(setting: str, has_convolutions: bool) -> str:
+    if setting == "bfloat16" and not has_convolutions:
+        return "as configured; bfloat16 applies to convolutions only and this network has none: it computes in float32"
+    return "as configured"
 
 
 def gradient_scaler(precision: Precision) -> torch.amp.GradScaler | None:

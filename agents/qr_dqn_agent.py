@@ -29,6 +29,7 @@ from agents.iqn_agent import IQNAgent
 from agents.networks.embedders import EmbedderFactory, MultiInputEmbedder
 from agents.networks.heads import QHead
 from agents.networks.init import orthogonal_init
+from agents.networks.precision_regions import without_bfloat16
 from rulka.core_types import TransitionBatch
 
 
@@ -60,10 +61,11 @@ class QuantileNetwork(nn.Module):
 
     def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
         features = self.embedder(observations)  # (B, F)
-        advantage = self.advantage(features).view(-1, self.num_quantiles, self.num_actions)  # (B, N, A)
-        if self.value is None:
-            return advantage
-        return self.value(features).unsqueeze(2) + advantage - advantage.mean(dim=2, keepdim=True)
+        with without_bfloat16(features):
+            advantage = self.advantage(features).view(-1, self.num_quantiles, self.num_actions)  # (B, N, A)
+            if self.value is None:
+                return advantage
+            return self.value(features).unsqueeze(2) + advantage - advantage.mean(dim=2, keepdim=True)
 
 
 class QRDQNAgent(IQNAgent):

@@ -18,7 +18,8 @@ foreach path, ``--threads`` threads.
 * ``channels_last``: conv weights and images in channels_last (Linesight's layout);
 * ``inplace``: LeakyReLU(inplace=True);
 * ``shipped_float32``: both (what ``performance.precision: float32`` runs now);
-* ``bfloat16``: both plus bfloat16 autocast (what ``auto`` runs for learning on a CPU with bf16 units);
+* ``bfloat16``: both plus bfloat16 autocast, which applies to the convolutions only (what ``auto`` runs
+  for learning on a CPU with bf16 units);
 * ``bfloat16_out_of_place``: the same with out-of-place LeakyReLU;
 * ``for_loop``: shipped float32 with RAdam's per-tensor loop instead of foreach (RAdam has no fused
   path in torch <= 2.13);

@@ -524,16 +524,18 @@ class PerformanceParameters:
     """
     precision: str = param("auto", choice("auto", "float32", "bfloat16", "float16"))
     """The dtype the networks compute in (autocast), for learning and for acting (the collectors'
-    inference). ``float32``: none. ``bfloat16``: learning and acting; on a CPU it pays only with bf16
-    units (avx512_bf16 or amx_bf16) and is slower without (a warning says so). ``float16``: with a
+    inference). ``float32``: none. ``bfloat16``: learning and acting, the convolutions only (every
+    other layer computes in float32: with them in bfloat16 too, ``short``'s best races were 6-8 %
+    slower than in float32); on a CPU it pays only with bf16 units (avx512_bf16 or amx_bf16) and is slower
+    without (a warning says so). ``float16``: every layer but the heads' output layers, with a
     gradient scaler, as Linesight trains; for CUDA (a CPU, e.g. CPU collectors, does what ``auto``
-    does there). ``auto``, what measured fastest: on a CPU with bf16 units, bfloat16 learning for a
-    network with convolutions (1.3-1.9x the float32 updates/s at the sim preset's shape) and float32
-    for acting (bfloat16 ran 0.6-1.0x on 1-8 observations) and for MLP-only networks (0.6-0.9x at
-    CartPole's size); on CUDA float16 learning with a gradient scaler, float32 acting; float32
+    does there). ``auto``, what measured fastest without hurting learning: on a CPU with bf16 units,
+    bfloat16 learning for a network with convolutions (1.2-1.3x the float32 updates/s at the sim
+    preset's shape) and float32 for acting (bfloat16 ran 0.6-1.0x on 1-8 observations) and for
+    MLP-only networks; on CUDA float16 learning with a gradient scaler, float32 acting; float32
     elsewhere. The learner prints what it picked when a run starts. Weights, gradients, optimizer
-    state, quantile values, targets, losses, priorities and the replay stay float32 (the head's
-    output layers run in float32). Set float32 to compare bit for bit with runs of older versions.
+    state, quantile values, targets, losses, priorities and the replay stay float32. Set float32 to
+    compare bit for bit with runs of older versions.
 
     Range: auto, float32, bfloat16, float16 | See: performance.collector_device
     """

@@ -13,6 +13,7 @@ from gymnasium import spaces
 from torch import nn
 
 from agents.networks.init import LEAKY_RELU_SLOPE
+from agents.networks.precision_regions import without_bfloat16
 
 EmbedderFactory = Callable[[spaces.Box], nn.Module]
 
@@ -31,6 +32,7 @@ class VectorEmbedder(nn.Module):
 
     With ``mean`` / ``std`` (D,), inputs are normalised first: ``(x - mean) / std``. Normalising
     inside the network lets the memory rewrite raw values (the mini-race clock) at sampling time.
+    Computes in float32 under bfloat16 autocast (:mod:`agents.networks.precision_regions`).
     """
 
     def __init__(self, input_size: int, hidden_sizes: list[int], mean: torch.Tensor | None = None,
@@ -42,7 +44,8 @@ class VectorEmbedder(nn.Module):
         self.register_buffer("std", torch.ones(input_size) if std is None else torch.as_tensor(std, dtype=torch.float32))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layers((x.float() - self.mean) / self.std)
+        with without_bfloat16(x):
+            return self.layers((x.float() - self.mean) / self.std)
 
 
 class ImageEmbedder(nn.Module):
@@ -51,7 +54,8 @@ class ImageEmbedder(nn.Module):
     The default stack is Linesight's: Conv(C->16, k4, s2), Conv(16->32, k4, s2), Conv(32->64, k3, s2),
     Conv(64->32, k3, s1), LeakyReLU (in place) after each. The output size is computed from H x W.
     The agent keeps the conv weights channels_last (:class:`agents.agent.Agent`); the scaled
-    images are made channels_last here, so every convolution runs in that layout.
+    images are made channels_last here, so every convolution runs in that layout. The convolutions
+    compute in the ambient autocast dtype; the features come out float32.
     """
 
     def __init__(self, shape: tuple[int, int, int],
@@ -69,7 +73,7 @@ class ImageEmbedder(nn.Module):
             self.output_size = int(self.layers(torch.zeros(1, *shape)).shape[1])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layers(((x.float() - 128.0) / 128.0).contiguous(memory_format=self.memory_format))
+        return self.layers(((x.float() - 128.0) / 128.0).contiguous(memory_format=self.memory_format)).float()
 
 
 def default_embedder(space: spaces.Box, vector_hidden_sizes: list[int]) -> nn.Module:

@@ -3,6 +3,7 @@
 Under autocast (``performance.precision``) the last layer of each branch runs in float32 on the
 low-precision hidden features: the quantile values, and with them the targets, the TD errors, the
 loss and the priorities, keep float32's resolution (bfloat16 resolves only 1/256 of a value).
+Under bfloat16 the whole head runs in float32 (:mod:`agents.networks.precision_regions`).
 """
 from __future__ import annotations
 

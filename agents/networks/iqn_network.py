@@ -15,6 +15,7 @@ from torch import nn
 from agents.networks.embedders import EmbedderFactory, MultiInputEmbedder
 from agents.networks.heads import QHead
 from agents.networks.init import LEAKY_RELU_SLOPE, orthogonal_init
+from agents.networks.precision_regions import without_bfloat16
 
 
 def sample_symmetric_taus(batch_size: int, num_quantiles: int, device: torch.device | str = "cpu",
@@ -52,9 +53,10 @@ class IQNNetwork(nn.Module):
         features = self.embedder(observations)  # (B, F)
         # every layer after the embedder runs on flat (B * N, .) rows: a Linear on a 3-D input returns a
         # view, and the in-place LeakyReLU on a view costs a copy of the activations forward and backward
-        phi = self.quantile_embedding(torch.cos(taus.reshape(batch * n, 1) * self.cos_multipliers))  # (B * N, F)
-        mixed = (features.unsqueeze(1) * phi.view(batch, n, -1)).view(batch * n, -1)
-        return self.head(mixed).view(batch, n, -1)
+        with without_bfloat16(features):
+            phi = self.quantile_embedding(torch.cos(taus.reshape(batch * n, 1) * self.cos_multipliers))  # (B * N, F)
+            mixed = (features.unsqueeze(1) * phi.view(batch, n, -1)).view(batch * n, -1)
+            return self.head(mixed).view(batch, n, -1)
 
     def q_values(self, observations: dict[str, torch.Tensor], num_quantiles: int) -> torch.Tensor:
         """Q (B, A): the mean over ``num_quantiles`` symmetric quantiles."""

@@ -8,6 +8,7 @@ from torch import nn
 from agents.networks.embedders import EmbedderFactory, MultiInputEmbedder
 from agents.networks.heads import QHead
 from agents.networks.init import orthogonal_init
+from agents.networks.precision_regions import without_bfloat16
 
 
 class QNetwork(nn.Module):
@@ -19,4 +20,6 @@ class QNetwork(nn.Module):
         orthogonal_init(self)
 
     def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.head(self.embedder(observations))
+        features = self.embedder(observations)
+        with without_bfloat16(features):
+            return self.head(features)

@@ -41,10 +41,12 @@ def test_auto_picks_per_device_cpu_units_and_network():
 
 
 def test_explicit_settings_and_their_warnings():
-    """bfloat16 is bfloat16 for learning and acting (a warning on a CPU without bf16 units); float16
+    """bfloat16 is bfloat16 for learning and acting (a warning on a CPU without bf16 units; a network
+    without convolutions is told it computes in float32); float16
     on a CPU (CPU collectors of a CUDA learner) does what auto does there, with a warning; an
     unknown setting is refused naming the choices."""
     assert resolve_precision("bfloat16", "cpu", bf16_flags=["avx512_bf16"]).act_dtype == torch.bfloat16
+    assert "this network has none" in resolve_precision("bfloat16", "cpu", False, bf16_flags=["avx512_bf16"]).describe()
     with pytest.warns(UserWarning, match="emulated"):
         assert resolve_precision("bfloat16", "cpu", bf16_flags=[]).dtype == torch.bfloat16
     with pytest.warns(UserWarning, match="float16 is for CUDA"):
