@@ -29,17 +29,21 @@ foreach path, ``--threads`` threads.
 * ``kept_memory_float32``, ``kept_memory_bfloat16``: shipped float32 and bfloat16 in a process of their own
   that keeps its freed memory for reuse (``performance.keep_freed_memory: true``, the learner's default);
   the baseline's process runs with the system allocator's defaults, as before issue 23;
+* ``learner``: the update as the learner runs it, in that process: ``performance.precision: auto``
+  and the learner's threads (``performance.torch_num_threads`` of the preset, 0: every core) against
+  the baseline at ``--threads`` (before issue 23 the sim preset's learner ran 1 thread);
 * ``act_bfloat16``: acting (``agent.act`` on ``envs_per_collector`` observations) in bfloat16
   against acting in float32 (actions/s of one forward pass per batch).
 
 ``--no-bare`` leaves out the second table: rulka's update against the bare loop (goal, issue 11:
 >= 0.9 at CartPole size, >= 0.95 at the sim preset's size).
-Goal (issue 23): at the sim preset's size, the shipped default (``auto``) >= 1.6x today's float32.
+Goal (issue 23): at the sim preset's size, the update as the learner runs it (``learner``) >= 1.6x today's float32.
 """
 from __future__ import annotations
 
 import argparse
 import functools
+import os
 import time
 import warnings
 from collections.abc import Callable
@@ -162,9 +166,11 @@ def bare_rate(agent: IQNAgent, seconds: float) -> float:
 
 
 LEVERS = ("channels_last", "inplace", "shipped_float32", "bfloat16", "bfloat16_out_of_place", "for_loop", "threads2",
-          "compile", "act_bfloat16", "kept_memory_float32", "kept_memory_bfloat16")
+          "compile", "act_bfloat16", "kept_memory_float32", "kept_memory_bfloat16", "learner")
 #: Levers measured in a process of their own, started with performance.keep_freed_memory's allocator.
-KEPT_MEMORY = {"kept_memory_float32": "float32", "kept_memory_bfloat16": "bfloat16"}
+#: Their precision, and whether they run with the learner's threads (else ``--threads``).
+KEPT_MEMORY = {"kept_memory_float32": ("float32", False), "kept_memory_bfloat16": ("bfloat16", False),
+               "learner": ("auto", True)}
 DEFAULT_LEVERS = tuple(lever for lever in LEVERS if lever != "compile")
 
 
@@ -254,11 +260,14 @@ def kept_memory_variants(size: str, levers: tuple[str, ...]) -> tuple[dict[str, 
     fill(agent, 3_000)
     update = rulka_update(agent)
     current: list[str] = [""]
+    threads = {False: torch.get_num_threads(), True: agent.config.performance.torch_num_threads or os.cpu_count()}
 
     def as_lever(lever: str) -> Callable[[], None]:
         def run() -> None:
             if current[0] != lever:
-                configure(agent, True, True, KEPT_MEMORY[lever])
+                precision, learner_threads = KEPT_MEMORY[lever]
+                configure(agent, True, True, precision)
+                torch.set_num_threads(threads[learner_threads])
                 current[0] = lever
             update()
         return run

@@ -6,9 +6,10 @@ embedding and the heads. bfloat16 keeps 8 bits of mantissa (a resolution of 1/25
 Measured (issue 23, ``short`` seed 0, 30 minutes a run, docs/benchmarks.md "Only the convolutions
 in bfloat16"): with every layer in bfloat16 the best greedy race ended at 0.926-0.942 of the tuned
 driver in three runs, float32 at 0.871 and 0.876; with only the convolutions in bfloat16, 0.871 and
-0.882. The price is speed: end to end the sim preset plays 0.88x the actions/s of every layer in
-bfloat16, and at Linesight's shape (a 1024-wide head on 512 x 8 rows) an update runs 1.07x float32's
-where every layer in bfloat16 ran 2.4x.
+0.882; with the convolutions and the heads' hidden layers in bfloat16 (the quantile embedding and
+the heads' output layers in float32), 0.968. The price is speed: end to end the sim preset plays
+0.88x the actions/s of every layer in bfloat16, and at Linesight's shape (a 1024-wide head on
+512 x 8 rows) an update runs 1.07x float32's where every layer in bfloat16 ran 2.4x.
 float16 autocast (11 bits, Linesight's GPU training) covers every layer
 but the heads' output layers (:mod:`agents.networks.heads`).
 """
