@@ -2,7 +2,7 @@
 with the classical driver, shipped and tuned (``rulka baseline --tune``).
 
     python bench/trackmania_vs_baseline.py [--minutes 30] [--rows short:0,short:1,...] [--out DIR] [-cp K=V ...]
-    python bench/trackmania_vs_baseline.py --summarize RUN_DIR [RUN_DIR ...] [--minutes 30]
+    python bench/trackmania_vs_baseline.py --summarize RUN_DIR [RUN_DIR ...] [--minutes 30] [--windows 3]
     python bench/trackmania_vs_baseline.py --rows medium:0 --minutes 15 --init-from RUNS/short_seed0 --out DIR
 
 Default rows: ``short`` with seeds 0, 1, 2, then ``medium``, ``technical``, ``procedural:1`` and
@@ -18,6 +18,8 @@ as ``rulka --init-from`` does (the transfer bench of docs/benchmarks.md: ``short
 Goal (issue 11): on ``short`` a ratio <= 0.97 within 30 minutes in 3 of 3 seeds on 2 CPU cores;
 every other track finished within 30 minutes. Under the table: how each run's races ended, and for
 the races after the budget's midpoint the share that ended at a missed gate (issue 23: under 20 %).
+``--windows M`` adds, per run, the median of its finished greedy races in each M minutes of wall time
+(whether a run still improved at its end, or stopped improving early).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import argparse
 import csv
 import math
 import re
+import statistics
 import sys
 import tempfile
 import threading
@@ -154,6 +157,23 @@ def late_summary(ended: Counter) -> str:
             f"checkpoint, {share('finished')} finished ({', '.join(f'{r} {n}' for r, n in ended.most_common())})")
 
 
+def greedy_medians(run_dir: Path, map_name: str, minutes: float, window: float) -> str:
+    """The median time (s) of the finished greedy races on ``map_name`` in each ``window`` minutes of
+    the first ``minutes``, with how many there were: ``0-3: 25.55 s (19) | 3-6: - | ...``."""
+    times: dict[int, list[float]] = {}
+    for r in csv.DictReader((run_dir / "races.csv").open()):
+        wall_min = float(r["wall_time_s"]) / 60
+        if r["map"] == map_name and r["exploration"] == "0" and r["finished"] == "1" and wall_min <= minutes:
+            times.setdefault(min(int(wall_min // window), math.ceil(minutes / window) - 1), []).append(
+                float(r["race_time_s"]))
+    cells = []
+    for i in range(math.ceil(minutes / window)):
+        span = f"{i * window:g}-{min((i + 1) * window, minutes):g}"
+        got = times.get(i)
+        cells.append(f"{span}: {statistics.median(got):.2f} s ({len(got)})" if got else f"{span}: -")
+    return " | ".join(cells)
+
+
 def table_row(map_name: str, seed: str, minutes: float, refs: References, run_dir: Path) -> dict[str, str]:
     init = run_dir / "init_from.yaml"
     source = (yaml.safe_load(init.read_text()) or {}).get("source", "?") if init.is_file() else "-"
@@ -207,6 +227,15 @@ def print_table(rows: list[dict[str, str]]) -> None:
         print(f"  {row['late']}")
 
 
+def print_windows(runs: list[tuple[str, str, Path]], minutes: float, window: float | None) -> None:
+    """Under the table with ``--windows``: each run's (map, seed, folder) greedy medians per window."""
+    if not window:
+        return
+    print(f"median greedy race per {window:g} minutes (finished greedy races in the window):")
+    for map_name, seed, run_dir in runs:
+        print(f"  {map_name} seed {seed}: {greedy_medians(run_dir, map_name, minutes, window)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=30.0, help="wall-time budget per row (default 30)")
@@ -214,6 +243,8 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="parent folder of the run folders (default: a temporary one)")
     parser.add_argument("--summarize", metavar="RUN_DIR", nargs="+", default=None,
                         help="do not train: the table from run folders this bench made (their races.csv)")
+    parser.add_argument("--windows", type=float, default=None, metavar="MINUTES",
+                        help="also print each run's median greedy race time per MINUTES of wall time")
     parser.add_argument("-cp", "--custom-parameter", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a preset parameter as `rulka -cp` does, e.g. -cp performance.gpu_collectors_count=1")
     parser.add_argument("--init-from", metavar="RUN_DIR|CHECKPOINT|EXPORT_DIR", default=None,
@@ -232,6 +263,7 @@ def main() -> None:
     if args.summarize:
         runs = [run_folder(Path(d)) for d in args.summarize]
         print_table([table_row(run.map_name, run.seed, args.minutes, refs_of(run.track), run.path) for run in runs])
+        print_windows([(run.map_name, run.seed, run.path) for run in runs], args.minutes, args.windows)
         return
     plan = parse_rows(args.rows)
     try:
@@ -239,15 +271,17 @@ def main() -> None:
     except PlottingUnavailable as error:
         raise SystemExit(str(error)) from None
     out = Path(args.out or tempfile.mkdtemp(prefix="rulka_bench_"))
-    table = []
+    table, trained = [], []
     for track, seed in plan:
         refs = refs_of(track)
         run_dir = out / f"{track.replace(':', '_')}_seed{seed}"
         train(track, seed, args.minutes, run_dir, args.custom_parameter, args.init_from)
         table.append(table_row(track, str(seed), args.minutes, refs, run_dir))
+        trained.append((track, str(seed), run_dir))
         print(f"done: {track} seed {seed} ({run_dir})", flush=True)
     print(f"run folders: {out}")
     print_table(table)
+    print_windows(trained, args.minutes, args.windows)
 
 
 if __name__ == "__main__":

@@ -51,10 +51,13 @@ config = TrackManiaExperimentConfig(
         # Batch 64 instead of 512: same number of samples per stored transition (the gate
         # below), 8x more frequent updates, which a short CPU run needs.
         batch_size=64,
-        # Schedules compressed ~10x: a 30-minute CPU run plays a few hundred thousand actions,
-        # not the tens of millions the real-game schedules span.
-        lr_schedule=Schedule([(0, 1e-3), (300_000, 1e-4), (1_500_000, 5e-5)], "exponential"),
-        gamma_schedule=Schedule([(0, 0.999), (150_000, 0.999), (250_000, 1.0)], "linear"),
+        # Schedules compressed ~5x: a 30-minute run on 2 CPU cores plays 0.6-0.9 million actions,
+        # not the tens of millions the real-game schedules span. At ~10x every schedule had reached
+        # its last value by minute 9-14 and `medium`'s greedy races stopped improving there
+        # (1.040 of the tuned driver); at 5x they improved to the end (0.995), `short` 0.871
+        # (0.913 at 10x): bench/results/2026-12-02_schedules, docs/benchmarks.md.
+        lr_schedule=Schedule([(0, 1e-3), (600_000, 1e-4), (3_000_000, 5e-5)], "exponential"),
+        gamma_schedule=Schedule([(0, 0.999), (300_000, 0.999), (500_000, 1.0)], "linear"),
         tensorboard_suffix_schedule=Schedule([(0, "")], "staircase"),
         checkpoint_every_n_env_steps=20_000,
         max_env_steps=2_000_000,
@@ -69,9 +72,9 @@ config = TrackManiaExperimentConfig(
         save_memory_in_checkpoint=True,
     ),
     exploration=ExplorationParameters(
-        # The guide's knots / 10, for the same reason as the schedules above.
-        epsilon_schedule=Schedule([(0, 1.0), (5_000, 1.0), (30_000, 0.1), (300_000, 0.03)], "exponential"),
-        epsilon_boltzmann_schedule=Schedule([(0, 0.15), (300_000, 0.03)], "exponential"),
+        # The guide's knots / 5, for the same reason as the schedules above.
+        epsilon_schedule=Schedule([(0, 1.0), (10_000, 1.0), (60_000, 0.1), (600_000, 0.03)], "exponential"),
+        epsilon_boltzmann_schedule=Schedule([(0, 0.15), (600_000, 0.03)], "exponential"),
     ),
     map_cycle=MapCycleParameters([
         MapCycleEntry(short_name="short", map_path="short", is_exploration=True, fill_buffer=True, repeat=4),

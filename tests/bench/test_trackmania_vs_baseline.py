@@ -93,3 +93,23 @@ def test_summarize_prints_how_the_second_half_races_ended(tmp_path, monkeypatch,
     assert ("after minute 0.5: 4 races, 50 % at a missed gate, 25 % held far from a checkpoint, 25 % finished "
             "(missed_finish_gate 1, far_from_checkpoint_2_of_2 1, finished 1, missed_checkpoint_1_of_2 1)"
             in capsys.readouterr().out)
+
+
+def test_windows_print_the_median_greedy_race_per_window(tmp_path, monkeypatch, capsys):
+    """--windows 0.5 (of --minutes 1): the median of the finished greedy races on the run's map in each
+    half minute, with their count; exploring, unfinished, other maps' races and those past the budget
+    are left out, and a window without a greedy finish prints '-' (whether a run still improves)."""
+    run = _run_folder(tmp_path / "short_seed0", "short", "short")
+    with (run / "races.csv").open("a") as f:
+        f.write("25.0,1000,short,0,1,18.50,1.0000,4.000,finished,0\n"   # first window: 19.50, 18.50, 18.00
+                "28.0,1100,short,0,1,18.00,1.0000,4.000,finished,0\n"
+                "29.0,1200,short,1,1,15.00,1.0000,4.000,finished,0\n"   # exploring
+                "29.5,1300,short,0,0,5.00,0.3000,-1.000,no_progress,0\n"  # greedy, not finished
+                "70.0,1900,short,0,1,10.00,1.0000,4.000,finished,0\n")  # past the budget
+    bench = _module()
+    monkeypatch.setattr(bench, "references", lambda track: bench.References(21.0, 19.0, "t"))
+    monkeypatch.setattr(bench, "plot", lambda *args: None)
+    monkeypatch.setattr(sys, "argv", ["trackmania_vs_baseline.py", "--summarize", str(run), "--minutes", "1",
+                                      "--windows", "0.5"])
+    bench.main()
+    assert "  short seed 0: 0-0.5: 18.50 s (3) | 0.5-1: -" in capsys.readouterr().out
