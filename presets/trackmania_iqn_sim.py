@@ -53,7 +53,7 @@ config = TrackManiaExperimentConfig(
         batch_size=64,
         # Schedules compressed ~5x: a 30-minute run on 2 CPU cores plays 0.6-0.9 million actions,
         # not the tens of millions the real-game schedules span. At ~10x every schedule had reached
-        # its last value by minute 9-14 and `medium`'s greedy races stopped improving there
+        # its last value by minute 10-14 and `medium`'s greedy races stopped improving there
         # (1.040 of the tuned driver); at 5x they improved to the end (0.995), `short` 0.871
         # (0.913 at 10x): bench/results/2026-12-02_schedules, docs/benchmarks.md.
         lr_schedule=Schedule([(0, 1e-3), (600_000, 1e-4), (3_000_000, 5e-5)], "exponential"),
