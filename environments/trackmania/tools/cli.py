@@ -68,6 +68,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 def _record_best_run(args: argparse.Namespace) -> int:
     import time
 
+    from environments.trackmania.tools.race_gaps import format_sector_gaps
     from environments.trackmania.tools.race_replay import ReplayError
     from environments.trackmania.tools.record import record_best_run
 
@@ -76,7 +77,7 @@ def _record_best_run(args: argparse.Namespace) -> int:
         width, _, height = args.camera_size.partition("x")
         result = record_best_run(args.best_run, args.out, driver=args.driver, run_seed=args.run_seed,
                                  animation_suffix=f".{args.format}", stride=args.stride,
-                                 camera_size=(int(width), int(height)))
+                                 camera_size=(int(width), int(height)), sector_m=args.sector_m)
     except ReplayError as error:
         print(f"rulka record: {error}")
         return 2
@@ -86,6 +87,8 @@ def _record_best_run(args: argparse.Namespace) -> int:
     print(f"replayed the best run (reset seed {result.reset_seed}): {result.race_time_s:.2f} s as saved{driver}")
     for path in written:
         print(f"wrote {path} ({path.stat().st_size / 1024:.0f} kB)")
+    if result.sectors:
+        print(format_sector_gaps(result.sectors, "agent", "driver"))
     print(f"took {time.perf_counter() - start:.1f} s (replay rendering the {args.camera_size} camera "
           f"{result.replay_s:.1f} s, pictures {pictures.seconds:.1f} s)")
     return 0
@@ -106,6 +109,16 @@ def _camera_size(text: str) -> str:
     if not (sep and width.isdigit() and height.isdigit() and int(width) >= 16 and int(height) >= 16):
         raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT in pixels, at least 16x16, e.g. 480x360; got {text!r}")
     return text
+
+
+def _positive_metres(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive length in metres, e.g. 100; got {text!r}")
+    return value
 
 
 def register_commands(subparsers: "argparse._SubParsersAction") -> None:
@@ -132,6 +145,9 @@ def register_commands(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--driver", choices=["shipped", "tuned", "none"], default="shipped",
                    help="with --best-run: the classical driver to compare with (tuned: searches its margins, "
                         "about a minute)")
+    p.add_argument("--sector-m", type=_positive_metres, default=100.0, metavar="METRES",
+                   help="with --best-run and a driver: print the run against the driver in sectors this long "
+                        "(time per sector, the gap, lowest speeds, share off the road)")
     p.add_argument("--run-seed", type=int, default=0,
                    help="with --best-run: the training run's --seed (only for best runs saved without their seed)")
     p.add_argument("--format", choices=["webp", "gif"], default="webp", help="with --best-run: animation format")

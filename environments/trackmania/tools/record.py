@@ -4,7 +4,7 @@ top-down PNG of the driven trajectory over the track (Pillow); and the pictures 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -12,6 +12,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from environments.trackmania.actions import ACTION_TABLE, INPUT_NAMES
+from environments.trackmania.tools.race_gaps import SectorGap, sector_gaps
 from environments.trackmania.track import Track
 
 Policy = Callable[[dict[str, np.ndarray]], int]
@@ -217,17 +218,20 @@ class BestRunPictures:
     driver_label: str
     reset_seed: int
     replay_s: float
+    sectors: list[SectorGap] = field(default_factory=list)
 
 
 def record_best_run(best_run: str | Path, out_dir: str | Path | None = None, driver: str = "shipped",
                     run_seed: int = 0, animation_suffix: str = ".webp", stride: int = ANIMATION_STRIDE,
-                    camera_size: tuple[int, int] = (CAMERA_WIDTH, CAMERA_HEIGHT)) -> BestRunPictures:
+                    camera_size: tuple[int, int] = (CAMERA_WIDTH, CAMERA_HEIGHT),
+                    sector_m: float = 100.0) -> BestRunPictures:
     """Replay a saved best run in the simulator (checked against its race time) and draw its pictures
     next to the classical driver's race (``driver``: "shipped" margins, "tuned" = ``tune_baseline``,
     about a minute, or "none").
 
     ``best_run``: ``RUN_DIR/best_runs/<map>`` (its fastest run) or one ``.json``; ``out_dir``
-    defaults to the best run's folder. Writes ``<stem>.npz`` (the trajectory) and the pictures.
+    defaults to the best run's folder. Writes ``<stem>.npz`` (the trajectory) and the pictures; with a
+    driver, ``sectors`` holds the run against the driver in sectors of ``sector_m`` metres.
     """
     import time
 
@@ -259,6 +263,7 @@ def record_best_run(best_run: str | Path, out_dir: str | Path | None = None, dri
     npz = agent.save(out / f"{best.stem}.npz")
     pictures = write_race_pictures(track, agent, out, best.stem, agent_label, driver_run, driver_label, frames,
                                    params.ms_per_action, animation_suffix, stride)
+    sectors = sector_gaps(track, agent, driver_run, sector_m) if driver_run is not None else []
     return BestRunPictures(pictures, npz, best.race_time_s,
                            driver_run.race_time_s if driver_run is not None and driver_run.finished else None,
-                           driver_label, seed, replay_s)
+                           driver_label, seed, replay_s, sectors)

@@ -42,6 +42,10 @@ def test_record_best_run_replays_the_race_and_writes_its_pictures(run, tmp_path)
     assert animation.n_frames == math.ceil((len(run.actions) + 1) / 8)
     assert Image.open(result.pictures.speed_png).size == (1000, 460)
     assert result.pictures.map_png.is_file()
+    sectors = result.sectors  # against the driver, 100 m each, start to finish: they add up to both races
+    assert sectors[0].start_m == 0 and all(g.end_m - g.start_m == pytest.approx(100) for g in sectors[:-1])
+    assert sum(g.time_s for g in sectors) == pytest.approx(result.race_time_s, abs=0.1)
+    assert sum(g.gap_s for g in sectors) == pytest.approx(result.race_time_s - result.driver_time_s, abs=0.1)
 
 
 def test_the_first_person_view_is_rendered_at_the_asked_size_from_the_replayed_car(run):
@@ -68,6 +72,13 @@ def test_cli_record_best_run_prints_what_it_wrote_and_refuses_bad_input(run, tmp
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert "as saved" in out and "_race.gif" in out and "_map.png" in out
+    assert "sectors:" not in out  # no driver, nothing to compare with
+    args = parser.parse_args(["record", "--best-run", str(run.run_dir / "best_runs" / "short"), "--out",
+                              str(tmp_path), "--run-seed", str(RUN_SEED), "--format", "gif", "--camera-size",
+                              "64x48", "--stride", "40", "--sector-m", "200"])
+    assert args.func(args) == 0
+    table = capsys.readouterr().out.split("sectors: agent against driver")[1].splitlines()
+    assert table[2].split()[0] == "0-200" and table[3].split()[0] == "200-400"
     args = parser.parse_args(["record"])
     assert args.func(args) == 2 and "--out" in capsys.readouterr().out
     args = parser.parse_args(["record", "--best-run", str(tmp_path / "empty")])
@@ -75,3 +86,5 @@ def test_cli_record_best_run_prints_what_it_wrote_and_refuses_bad_input(run, tmp
     assert args.func(args) == 2 and "no best run" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         parser.parse_args(["record", "--best-run", "x", "--camera-size", "480"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["record", "--best-run", "x", "--sector-m", "0"])
