@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 
 from rulka.config import ConfigError
+from rulka.machine import CPUINFO, cpu_flags
 
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 _DTYPES = {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -44,14 +45,9 @@ BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 log = logging.getLogger(__name__)
 
 
-def cpu_bf16_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> list[str]:
+def cpu_bf16_flags(cpuinfo: str | Path = CPUINFO) -> list[str]:
     """The bf16 unit flags this CPU reports (empty where there are none or nothing to read)."""
-    try:
-        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    return [flag for flag in BF16_CPU_FLAGS if flag in flags]
+    return cpu_flags(BF16_CPU_FLAGS, cpuinfo)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from race_curves import PlottingUnavailable, plot_races, require_matplotlib  # n
 
 from environments.trackmania.tools.baseline import run_baseline, tune_baseline
 from rulka.config import apply_overrides
+from rulka.machine import describe_machine, machine_line
 from rulka.presets import load_graph_manager
 
 PRESET = "trackmania_iqn_sim"
@@ -94,7 +95,8 @@ def train(track: str, seed: int, minutes: float, run_dir: Path, overrides: list[
     for entry in graph_manager.config.map_cycle.entries:
         entry.map_path = entry.short_name = track
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "run_info.yaml").write_text(yaml.safe_dump({"preset": PRESET, "seed": seed, "device": "cpu"}))
+    (run_dir / "run_info.yaml").write_text(yaml.safe_dump({"preset": PRESET, "seed": seed, "device": "cpu",
+                                                                "machine": describe_machine()}))
     graph_manager.create(run_dir, "cpu", seed)
     if init_from:
         from rulka.export import init_networks_from
@@ -177,7 +179,10 @@ def greedy_medians(run_dir: Path, map_name: str, minutes: float, window: float) 
 def table_row(map_name: str, seed: str, minutes: float, refs: References, run_dir: Path) -> dict[str, str]:
     init = run_dir / "init_from.yaml"
     source = (yaml.safe_load(init.read_text()) or {}).get("source", "?") if init.is_file() else "-"
+    info = run_dir / "run_info.yaml"
+    machine = (yaml.safe_load(info.read_text()) or {}).get("machine") if info.is_file() else None
     return {"track": map_name, "seed": seed, "init from": Path(source).name if source != "-" else "-",
+            "machine": machine_line(machine),
             "minutes": f"{minutes:g}", "shipped (s)": f"{refs.shipped_s:.2f}",
             "tuned (s)": f"{refs.tuned_s:.2f}", **summarize(run_dir, map_name, minutes, refs)}
 
@@ -225,6 +230,7 @@ def print_table(rows: list[dict[str, str]]) -> None:
     for row in rows:
         print(f"races of {row['track']} seed {row['seed']} ended: {row['ended']}")
         print(f"  {row['late']}")
+        print(f"  machine: {row['machine']}")
 
 
 def print_windows(runs: list[tuple[str, str, Path]], minutes: float, window: float | None) -> None:

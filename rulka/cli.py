@@ -16,6 +16,7 @@ from rulka.collection.remote import CollectorFailure
 from rulka.config import ConfigError, apply_dict, apply_overrides, load_yaml_file
 from rulka.export_command import add_export_command
 from rulka.graph_manager import BasicRLGraphManager
+from rulka.machine import describe_machine
 from rulka.params_command import add_params_command
 from rulka.presets import PresetError, available_presets, load_graph_manager
 from rulka.seeding import resolve_device
@@ -131,7 +132,7 @@ def train(args: argparse.Namespace) -> int:
     new_folder = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     preset = args.preset if not args.preset.endswith(".py") else str(Path(args.preset).resolve())
-    info = {"preset": preset, "seed": args.seed, "device": args.device}
+    info = {"preset": preset, "seed": args.seed, "device": args.device, "machine": describe_machine()}
     if args.init_from:
         info["init_from"] = str(Path(args.init_from).resolve())
     (run_dir / RUN_INFO).write_text(yaml.safe_dump(info))

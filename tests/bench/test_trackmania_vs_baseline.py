@@ -113,3 +113,19 @@ def test_windows_print_the_median_greedy_race_per_window(tmp_path, monkeypatch, 
                                       "--windows", "0.5"])
     bench.main()
     assert "  short seed 0: 0-0.5: 18.50 s (3) | 0.5-1: -" in capsys.readouterr().out
+
+
+def test_summarize_names_each_run_s_machine(tmp_path, monkeypatch, capsys):
+    """Under the table, the machine each run recorded in its run_info.yaml (schedules count actions,
+    budgets minutes: a row compares only beside its machine), and "not recorded" for an older folder."""
+    recorded = _run_folder(tmp_path / "short_seed0", "short", "short")
+    (recorded / "run_info.yaml").write_text(yaml.safe_dump({"preset": "p", "seed": 0, "machine": {
+        "cpu": "AMD EPYC", "cores": 2, "vector_units": ["avx2"], "torch": "2.13.0", "cuda": None}}))
+    older = _run_folder(tmp_path / "short_seed1", "short", "short")
+    bench = _module()
+    monkeypatch.setattr(bench, "references", lambda track: bench.References(21.0, 19.0, "t"))
+    monkeypatch.setattr(sys, "argv", ["trackmania_vs_baseline.py", "--summarize", str(recorded), str(older)])
+    bench.main()
+    out = capsys.readouterr().out
+    assert "  machine: AMD EPYC, 2 cores, avx2 (no avx512f, avx512_bf16, amx_bf16), torch 2.13.0" in out
+    assert out.count("  machine: not recorded") == 1

@@ -3,9 +3,11 @@ import sys
 
 import pytest
 import torch
+import yaml
 
 from rulka import checkpoints
 from rulka.cli import load_run, main
+from rulka.machine import describe_machine
 
 FAST = ["--device", "cpu", "--no-progress"]
 
@@ -50,10 +52,11 @@ def test_help_explains_every_flag():
 
 def test_resume_continues_counters_epsilon_and_optimizer(tmp_path):
     """A run stopped at 3000 steps resumes with the checkpoint's weights, counters, epsilon and
-    optimizer state, writes a config snapshot, and continues to 6000 steps."""
+    optimizer state, writes a config snapshot and its machine, and continues to 6000 steps."""
     assert main(["-p", "cartpole_iqn", "--max-steps", "3000", "-e", "x", "--experiments-dir", str(tmp_path), *FAST]) == 0
     run = tmp_path / "x"
     assert (run / "config_snapshot.yaml").is_file()
+    assert yaml.safe_load((run / "run_info.yaml").read_text())["machine"] == describe_machine()  # runs compare beside it
     saved = checkpoints.load_checkpoint(run / "checkpoints" / checkpoints.LAST)
     assert saved["agent"]["counters"]["env_steps"] == 3000
     assert saved["agent"]["counters"]["gradient_updates"] > 0

@@ -1,0 +1,43 @@
+"""rulka/machine.py: what a run folder records of its machine, so that runs compare only beside it."""
+from __future__ import annotations
+
+import os
+
+from rulka.machine import VECTOR_FLAGS, cpu_flags, describe_machine, machine_line
+
+AVX2_ONLY = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx2 fma\n\n" \
+            "processor\t: 1\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx2 fma\n"
+BF16 = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t\t: avx2 avx512f avx512_bf16 amx_bf16\n"
+
+
+def test_cpu_flags_reads_the_wanted_flags_in_order(tmp_path):
+    """The vector units come from the first flags line, in VECTOR_FLAGS' order; none without a file."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(BF16)
+    assert cpu_flags(cpuinfo=cpuinfo) == list(VECTOR_FLAGS)
+    assert cpu_flags(("amx_bf16", "avx2"), cpuinfo) == ["amx_bf16", "avx2"]
+    cpuinfo.write_text(AVX2_ONLY)
+    assert cpu_flags(cpuinfo=cpuinfo) == ["avx2"]
+    assert cpu_flags(cpuinfo=tmp_path / "absent") == []
+
+
+def test_describe_machine_names_cpu_cores_units_and_torch(tmp_path):
+    """The record holds the CPU's model, the cores this process may use, its vector units and torch's version."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(AVX2_ONLY)
+    machine = describe_machine(cpuinfo)
+    assert machine["cpu"] == "AMD EPYC"
+    assert machine["cores"] == len(os.sched_getaffinity(0))
+    assert machine["vector_units"] == ["avx2"]
+    assert machine["torch"]
+    assert describe_machine(tmp_path / "absent")["cpu"] == "unknown"
+
+
+def test_machine_line_says_what_the_cpu_lacks_and_what_was_not_recorded():
+    """The table's line names the units a CPU lacks (what made it slower), and says so for old run folders."""
+    line = machine_line({"cpu": "AMD EPYC", "cores": 2, "vector_units": ["avx2"], "torch": "2.13.0", "cuda": None})
+    assert line == "AMD EPYC, 2 cores, avx2 (no avx512f, avx512_bf16, amx_bf16), torch 2.13.0"
+    full = machine_line({"cpu": "X", "cores": 16, "vector_units": list(VECTOR_FLAGS), "torch": "2.13.0",
+                         "cuda": "NVIDIA H200"})
+    assert full == "X, 16 cores, avx2, avx512f, avx512_bf16, amx_bf16, torch 2.13.0, NVIDIA H200"
+    assert machine_line(None).startswith("not recorded")
