@@ -45,7 +45,7 @@ def describe_machine(cpuinfo: str | Path = CPUINFO) -> dict:
     except AttributeError:  # (not Linux)
         cores = os.cpu_count() or 0
     return {"cpu": _cpuinfo_field("model name", cpuinfo) or "unknown", "cores": cores,
-            "vector_units": cpu_flags(cpuinfo=cpuinfo), "torch": torch.__version__,
+            "vector_units": cpu_flags(cpuinfo=cpuinfo), "torch": str(torch.__version__),
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 
 

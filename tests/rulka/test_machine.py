@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 
+import yaml
+
 from rulka.machine import VECTOR_FLAGS, cpu_flags, describe_machine, machine_line
 
 AVX2_ONLY = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx2 fma\n\n" \
@@ -31,6 +33,14 @@ def test_describe_machine_names_cpu_cores_units_and_torch(tmp_path):
     assert machine["vector_units"] == ["avx2"]
     assert machine["torch"]
     assert describe_machine(tmp_path / "absent")["cpu"] == "unknown"
+
+
+def test_describe_machine_is_plain_yaml(tmp_path):
+    """run_info.yaml is written with yaml.safe_dump: every value is a plain type (torch's version is a
+    str subclass that safe_dump refuses), and it reads back unchanged."""
+    machine = describe_machine()
+    assert yaml.safe_load(yaml.safe_dump(machine)) == machine
+    assert type(machine["torch"]) is str
 
 
 def test_machine_line_says_what_the_cpu_lacks_and_what_was_not_recorded():
