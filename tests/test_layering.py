@@ -1,12 +1,14 @@
 """Dependencies point down: the core (rulka/) and agents/ know no environment, and no module imports
 itself through others."""
 import ast
+import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+DRAW_ARCHITECTURE = ROOT / "scripts" / "draw_architecture.py"
 
 
 def _imports(path: Path) -> set[str]:
@@ -107,47 +109,23 @@ def _import_graph() -> tuple[dict[str, Path], dict[str, dict[str, int]]]:
     return modules, graph
 
 
+def _draw_architecture():
+    """scripts/draw_architecture.py, loaded from its file as the architecture page's test loads it."""
+    spec = importlib.util.spec_from_file_location("draw_architecture", DRAW_ARCHITECTURE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["draw_architecture"] = module  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop("draw_architecture", None)
+    return module
+
+
 def _cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
-    """One cycle (``[a, b, ..., a]``) per group of modules that import each other (strongly
-    connected components of more than one module, Tarjan's algorithm without recursion)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    groups: list[list[str]] = []
-    for root in sorted(graph):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph[child]))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                group = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    group.append(member)
-                    if member == node:
-                        break
-                if len(group) > 1:
-                    groups.append(sorted(group))
-    return [_cycle_in(group, graph) for group in groups]
+    """One cycle (``[a, b, ..., a]``) per group of modules that import each other: the architecture
+    page's strongly connected groups (one Tarjan for both), each walked into its shortest cycle."""
+    arrows = {(module, target) for module, targets in graph.items() for target in targets}
+    return [_cycle_in(group, graph) for group in _draw_architecture().circles(set(graph), arrows)]
 
 
 def _cycle_in(group: list[str], graph: dict[str, dict[str, int]]) -> list[str]:
