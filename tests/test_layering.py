@@ -1,11 +1,12 @@
 """Dependencies point down: the core (rulka/) and agents/ know no environment, and no module imports
 itself through others."""
 import ast
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.scripts_as_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 DRAW_ARCHITECTURE = ROOT / "scripts" / "draw_architecture.py"
@@ -109,23 +110,11 @@ def _import_graph() -> tuple[dict[str, Path], dict[str, dict[str, int]]]:
     return modules, graph
 
 
-def _draw_architecture():
-    """scripts/draw_architecture.py, loaded from its file as the architecture page's test loads it."""
-    spec = importlib.util.spec_from_file_location("draw_architecture", DRAW_ARCHITECTURE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["draw_architecture"] = module  # dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop("draw_architecture", None)
-    return module
-
-
 def _cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
     """One cycle (``[a, b, ..., a]``) per group of modules that import each other: the architecture
     page's strongly connected groups (one Tarjan for both), each walked into its shortest cycle."""
     arrows = {(module, target) for module, targets in graph.items() for target in targets}
-    return [_cycle_in(group, graph) for group in _draw_architecture().circles(set(graph), arrows)]
+    return [_cycle_in(group, graph) for group in load_script(DRAW_ARCHITECTURE).circles(set(graph), arrows)]
 
 
 def _cycle_in(group: list[str], graph: dict[str, dict[str, int]]) -> list[str]:

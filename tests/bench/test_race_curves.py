@@ -2,22 +2,19 @@
 clear refusal naming ``pip install -e .[plots]`` where matplotlib is missing."""
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.scripts_as_modules import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "bench" / f"{name}.py")
 
 
 def _rows() -> list[dict[str, str]]:

@@ -1,7 +1,6 @@
 """bench/trackmania_vs_baseline.py --summarize: the table from run folders, whatever their map cycle names."""
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -9,17 +8,14 @@ import numpy as np
 import yaml
 
 from environments.trackmania.tracks import get_track, resolve_track
+from tests.scripts_as_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "trackmania_vs_baseline.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("trackmania_vs_baseline", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["trackmania_vs_baseline"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def _run_folder(path: Path, short_name: str, map_path: str) -> Path:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import ast
 import difflib
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.scripts_as_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "draw_architecture.py"
@@ -16,11 +17,7 @@ SCRIPT = ROOT / "scripts" / "draw_architecture.py"
 
 @pytest.fixture
 def draw():
-    spec = importlib.util.spec_from_file_location("draw_architecture", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["draw_architecture"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    yield module
+    yield load_script(SCRIPT)
     sys.modules.pop("draw_architecture", None)
 
 

@@ -1,21 +1,18 @@
 """scripts/reliability_report.py: the reliability document is written from pytest's own results."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.scripts_as_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "reliability_report.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("reliability_report", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["reliability_report"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def test_report_lists_each_marked_test_with_docstring_cases_and_outcome(tmp_path):
