@@ -116,10 +116,15 @@ def improve_for(graph_manager, minutes: float) -> None:
         graph_manager.close()
 
 
+def races(run_dir: Path, map_name: str, minutes: float) -> list[dict[str, str]]:
+    """A run's races.csv rows on ``map_name`` in the first ``minutes`` of wall time, in the file's order."""
+    with (run_dir / "races.csv").open(newline="") as f:
+        return [r for r in csv.DictReader(f) if float(r["wall_time_s"]) <= minutes * 60 and r["map"] == map_name]
+
+
 def summarize(run_dir: Path, map_name: str, minutes: float, refs: References) -> dict[str, str]:
     """One table row from a run's races.csv (its races on ``map_name`` in the first ``minutes`` of wall time)."""
-    rows = [r for r in csv.DictReader((run_dir / "races.csv").open())
-            if float(r["wall_time_s"]) <= minutes * 60 and r["map"] == map_name]
+    rows = races(run_dir, map_name, minutes)
     finished = [r for r in rows if r["finished"] == "1"]
     greedy = [r for r in finished if r["exploration"] == "0"]
 
@@ -163,9 +168,9 @@ def greedy_medians(run_dir: Path, map_name: str, minutes: float, window: float) 
     """The median time (s) of the finished greedy races on ``map_name`` in each ``window`` minutes of
     the first ``minutes``, with how many there were: ``0-3: 25.55 s (19) | 3-6: - | ...``."""
     times: dict[int, list[float]] = {}
-    for r in csv.DictReader((run_dir / "races.csv").open()):
+    for r in races(run_dir, map_name, minutes):
         wall_min = float(r["wall_time_s"]) / 60
-        if r["map"] == map_name and r["exploration"] == "0" and r["finished"] == "1" and wall_min <= minutes:
+        if r["exploration"] == "0" and r["finished"] == "1":
             times.setdefault(min(int(wall_min // window), math.ceil(minutes / window) - 1), []).append(
                 float(r["race_time_s"]))
     cells = []
