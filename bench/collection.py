@@ -49,28 +49,38 @@ def measure_with_lag(overrides: list[str], warmup: int, seconds: float) -> tuple
     graph_manager.config = apply_overrides(graph_manager.config, overrides=[
         "training.checkpoint_every_n_env_steps=0", *overrides])
     graph_manager.create(None, "cpu", 0)
-    counters = graph_manager.agent.counters
-    thread = threading.Thread(target=graph_manager.improve, kwargs={"max_env_steps": 10 ** 9, "show_progress": False})
-    thread.start()
-    while counters.env_steps < warmup and thread.is_alive():
-        time.sleep(0.05)
     meter = LagMeter()
-    graph_manager.lag_meters.append(meter)
-    t1, s1, u1 = time.monotonic(), counters.env_steps, counters.gradient_updates
-    time.sleep(seconds)
-    t2, s2, u2 = time.monotonic(), counters.env_steps, counters.gradient_updates
-    graph_manager.lag_meters.remove(meter)
-    graph_manager.stop_requested = True
-    thread.join()
-    graph_manager.close()
+    actions_per_s, updates_per_s, actions, updates = train_and_measure(graph_manager, warmup, seconds, meter)
     perf = graph_manager.config.performance
     environments = max(1, perf.gpu_collectors_count) * perf.envs_per_collector
     lag = {"percentiles": meter.percentiles(), "N": perf.send_shared_network_every_n_batches,
            "n": perf.update_inference_network_every_n_actions,
            "collectors": perf.gpu_collectors_count, "k": perf.envs_per_collector,
            "bound": policy_lag_bound(perf.send_shared_network_every_n_batches,
-                                     perf.update_inference_network_every_n_actions, u2 - u1, (s2 - s1) / environments)}
-    return (s2 - s1) / (t2 - t1), (u2 - u1) / (t2 - t1), lag
+                                     perf.update_inference_network_every_n_actions, updates, actions / environments)}
+    return actions_per_s, updates_per_s, lag
+
+
+def train_and_measure(graph_manager, warmup: int, seconds: float, meter=None) -> tuple[float, float, int, int]:
+    """Train a created ``graph_manager`` in a thread; once ``warmup`` actions are stored, measure for
+    ``seconds`` of wall time (``meter``, a LagMeter, listening meanwhile); then stop and close it.
+    Returns the window's (actions/s, updates/s, actions, gradient updates)."""
+    counters = graph_manager.agent.counters
+    thread = threading.Thread(target=graph_manager.improve, kwargs={"max_env_steps": 10 ** 9, "show_progress": False})
+    thread.start()
+    while counters.env_steps < warmup and thread.is_alive():
+        time.sleep(0.05)
+    if meter is not None:
+        graph_manager.lag_meters.append(meter)
+    t1, s1, u1 = time.monotonic(), counters.env_steps, counters.gradient_updates
+    time.sleep(seconds)
+    t2, s2, u2 = time.monotonic(), counters.env_steps, counters.gradient_updates
+    if meter is not None:
+        graph_manager.lag_meters.remove(meter)
+    graph_manager.stop_requested = True
+    thread.join()
+    graph_manager.close()
+    return (s2 - s1) / (t2 - t1), (u2 - u1) / (t2 - t1), s2 - s1, u2 - u1
 
 
 def lag_table(warmup: int, seconds: float) -> None:

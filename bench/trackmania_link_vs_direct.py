@@ -36,7 +36,6 @@ import statistics
 import struct
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -235,21 +234,13 @@ def percentile(values: list[float], q: float) -> float:
 
 # ---------------------------------------------------------------------- 3. actions/s
 def actions_per_second(backend: str, overrides: list[str], warmup: int, seconds: float) -> tuple[float, float]:
-    """(actions/s, updates/s) after ``warmup`` stored actions, over ``seconds`` (as bench/collection.py)."""
+    """(actions/s, updates/s) after ``warmup`` stored actions, over ``seconds`` (bench/collection.py's window)."""
     graph_manager = graph_manager_for(backend, ["training.checkpoint_every_n_env_steps=0", *overrides])
+    from collection import train_and_measure
+
     graph_manager.create(None, "cpu", 0)
-    counters = graph_manager.agent.counters
-    thread = threading.Thread(target=graph_manager.improve, kwargs={"max_env_steps": 10 ** 9, "show_progress": False})
-    thread.start()
-    while counters.env_steps < warmup and thread.is_alive():
-        time.sleep(0.05)
-    t1, s1, u1 = time.monotonic(), counters.env_steps, counters.gradient_updates
-    time.sleep(seconds)
-    t2, s2, u2 = time.monotonic(), counters.env_steps, counters.gradient_updates
-    graph_manager.stop_requested = True
-    thread.join()
-    graph_manager.close()
-    return (s2 - s1) / (t2 - t1), (u2 - u1) / (t2 - t1)
+    actions_per_s, updates_per_s, _, _ = train_and_measure(graph_manager, warmup, seconds)
+    return actions_per_s, updates_per_s
 
 
 # ---------------------------------------------------------------------- 4. learning rows
