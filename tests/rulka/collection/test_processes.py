@@ -53,12 +53,16 @@ def test_a_collector_killed_mid_run_is_replaced_while_the_learner_trains():
     victim = graph_manager.collection.children[1].process.pid
     os.kill(victim, signal.SIGKILL)
     updates_at_kill = graph_manager.agent.counters.gradient_updates
-    while time.monotonic() < deadline and graph_manager.collection.stats.restarts == 0:
+    def collector_1_pid() -> int | None:  # the restart is counted before the new process is spawned
+        child = graph_manager.collection.children[1]
+        return None if child is None else child.process.pid
+
+    while time.monotonic() < deadline and collector_1_pid() in (victim, None):
         time.sleep(0.1)
-    new_pid = graph_manager.collection.children[1].process.pid
+    new_pid = collector_1_pid()
     thread.join(180)
     assert done.is_set()
-    assert new_pid != victim
+    assert new_pid is not None and new_pid != victim
     assert graph_manager.collection.stats.restarts == 1 and "died (exit code -9)" in graph_manager.collector_events[0]
     assert graph_manager.agent.counters.gradient_updates > updates_at_kill
     assert graph_manager.agent.counters.env_steps >= 4_000
