@@ -42,7 +42,7 @@ from race_curves import PlottingUnavailable, plot_races, require_matplotlib  # n
 
 from environments.trackmania.tools.baseline import run_baseline, tune_baseline
 from rulka.config import apply_overrides
-from rulka.machine import describe_machine, machine_line
+from rulka.machine import describe_machine, run_machines_line
 from rulka.presets import load_graph_manager
 
 PRESET = "trackmania_iqn_sim"
@@ -185,9 +185,9 @@ def table_row(map_name: str, seed: str, minutes: float, refs: References, run_di
     init = run_dir / "init_from.yaml"
     source = (yaml.safe_load(init.read_text()) or {}).get("source", "?") if init.is_file() else "-"
     info = run_dir / "run_info.yaml"
-    machine = (yaml.safe_load(info.read_text()) or {}).get("machine") if info.is_file() else None
+    machines = run_machines_line((yaml.safe_load(info.read_text()) or {}) if info.is_file() else {})
     return {"track": map_name, "seed": seed, "init from": Path(source).name if source != "-" else "-",
-            "machine": machine_line(machine),
+            "machine": machines,
             "minutes": f"{minutes:g}", "shipped (s)": f"{refs.shipped_s:.2f}",
             "tuned (s)": f"{refs.tuned_s:.2f}", **summarize(run_dir, map_name, minutes, refs)}
 

@@ -16,7 +16,7 @@ from rulka.collection.remote import CollectorFailure
 from rulka.config import ConfigError, apply_dict, apply_overrides, load_yaml_file
 from rulka.export_command import add_export_command
 from rulka.graph_manager import BasicRLGraphManager
-from rulka.machine import describe_machine
+from rulka.machine import describe_machine, record_resume
 from rulka.params_command import add_params_command
 from rulka.presets import PresetError, available_presets, load_graph_manager
 from rulka.seeding import resolve_device
@@ -156,7 +156,10 @@ def train(args: argparse.Namespace) -> int:
 
 def resume(args: argparse.Namespace) -> int:
     graph_manager = load_run(args.resume, args.device, args.config, args.custom_parameter, args.preset)
-    print(f"rulka: resumed {args.resume} at {graph_manager.agent.counters.env_steps} environment steps", file=sys.stderr)
+    steps = graph_manager.agent.counters.env_steps
+    info_path = Path(args.resume) / RUN_INFO
+    info_path.write_text(yaml.safe_dump(record_resume(load_yaml_file(info_path), steps)))  # its later minutes ran here
+    print(f"rulka: resumed {args.resume} at {steps} environment steps", file=sys.stderr)
     graph_manager.ray_address = _ray_address(args.ray_address)
     return _improve(graph_manager, args.max_steps, args.no_progress)
 

@@ -4,6 +4,7 @@ Schedules count actions and budgets count minutes, so what a run learns in its m
 fast its machine plays: two runs compare only with their machines beside them. A run records its CPU,
 the cores it may use, the CPU's vector units that decide its learner's speed (AVX2, AVX-512, and the
 bf16 units that ``performance.precision: auto`` looks for), torch's version and the CUDA device if any.
+A resumed run adds each machine it continued on (``resumed``), since its later minutes ran there.
 """
 from __future__ import annotations
 
@@ -61,3 +62,22 @@ def machine_line(machine: dict | None) -> str:
         line += f" (no {', '.join(missing)})"
     line += f", torch {machine.get('torch', '?')}"
     return line + (f", {machine['cuda']}" if machine.get("cuda") else "")
+
+
+def record_resume(info: dict, env_steps: int, machine: dict | None = None) -> dict:
+    """``info`` (a run's ``run_info.yaml``) with one more ``resumed`` entry: the environment steps the run
+    resumed at and the machine it continues on (this one unless given)."""
+    entry = {"env_steps": int(env_steps), "machine": machine if machine is not None else describe_machine()}
+    return {**info, "resumed": [*(info.get("resumed") or []), entry]}
+
+
+def run_machines_line(info: dict) -> str:
+    """:func:`machine_line` of the machine a run started on, then each other machine it was resumed on
+    and from which environment step, e.g. ``... ; resumed at 300000 actions on Intel ..., 16 cores ...``."""
+    line = machine_line(info.get("machine"))
+    previous = info.get("machine")
+    for entry in info.get("resumed") or []:
+        if entry.get("machine") != previous:
+            line += f"; resumed at {entry.get('env_steps', '?')} actions on {machine_line(entry.get('machine'))}"
+            previous = entry.get("machine")
+    return line

@@ -82,6 +82,8 @@ def test_resume_continues_counters_epsilon_and_optimizer(tmp_path):
     assert final["agent"]["counters"]["env_steps"] == 6000
     assert final["agent"]["counters"]["gradient_updates"] > saved["agent"]["counters"]["gradient_updates"]
     assert final["agent"]["counters"]["episodes"] > saved["agent"]["counters"]["episodes"]
+    resumed = yaml.safe_load((run / "run_info.yaml").read_text())["resumed"]
+    assert resumed == [{"env_steps": 3000, "machine": describe_machine()}]  # where its later minutes ran
 
 
 def test_evaluate_only_prints_average(tmp_path, capsys):

@@ -5,7 +5,7 @@ import os
 
 import yaml
 
-from rulka.machine import VECTOR_FLAGS, cpu_flags, describe_machine, machine_line
+from rulka.machine import VECTOR_FLAGS, cpu_flags, describe_machine, machine_line, record_resume, run_machines_line
 
 AVX2_ONLY = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx2 fma\n\n" \
             "processor\t: 1\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx2 fma\n"
@@ -51,3 +51,18 @@ def test_machine_line_says_what_the_cpu_lacks_and_what_was_not_recorded():
                          "cuda": "NVIDIA H200"})
     assert full == "X, 16 cores, avx2, avx512f, avx512_bf16, amx_bf16, torch 2.13.0, NVIDIA H200"
     assert machine_line(None).startswith("not recorded")
+
+
+def test_a_run_resumed_on_another_machine_names_both():
+    """A resume appends the step and machine it continued on; the table's line names a machine only
+    where it changed, so a run's later minutes are not credited to its first machine."""
+    slow = {"cpu": "AMD EPYC", "cores": 2, "vector_units": ["avx2"], "torch": "2.13.0", "cuda": None}
+    fast = {**slow, "cpu": "Intel Xeon", "cores": 16}
+    info = {"preset": "p", "machine": slow}
+    same = record_resume(info, 1000, slow)
+    assert same["resumed"] == [{"env_steps": 1000, "machine": slow}] and "resumed" not in info
+    assert run_machines_line(same) == machine_line(slow)
+    moved = record_resume(same, 300_000, fast)
+    assert len(moved["resumed"]) == 2
+    assert run_machines_line(moved) == f"{machine_line(slow)}; resumed at 300000 actions on {machine_line(fast)}"
+    assert yaml.safe_load(yaml.safe_dump(record_resume(info, 5))) == record_resume(info, 5, describe_machine())
