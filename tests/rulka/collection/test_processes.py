@@ -53,6 +53,7 @@ def test_a_collector_killed_mid_run_is_replaced_while_the_learner_trains():
     victim = graph_manager.collection.children[1].process.pid
     os.kill(victim, signal.SIGKILL)
     updates_at_kill = graph_manager.agent.counters.gradient_updates
+
     def collector_1_pid() -> int | None:  # the restart is counted before the new process is spawned
         child = graph_manager.collection.children[1]
         return None if child is None else child.process.pid
