@@ -58,7 +58,8 @@ def test_standin_training_runs_checkpoints_and_resumes(tmp_path):
     assert first.returncode == 0, (tmp_path / "first.log").read_text()[-3000:]
     assert (run / "checkpoints" / "last.pt").is_file()
     races_first = list(csv.DictReader((run / "races.csv").open()))
-    second = _rulka(["--resume", str(run), "--max-steps", "1300", "--no-progress"], env, tmp_path / "second.log")
+    # 500 more actions a game: at 250 (--max-steps 1300) a resumed medium race could outlast the run (CI, once)
+    second = _rulka(["--resume", str(run), "--max-steps", "1800", "--no-progress"], env, tmp_path / "second.log")
     assert second.returncode == 0, (tmp_path / "second.log").read_text()[-3000:]
     log = (tmp_path / "first.log").read_text() + (tmp_path / "second.log").read_text()
 
