@@ -65,8 +65,9 @@ config = TrackManiaExperimentConfig(
     memory=TrackManiaMemoryParameters(
         # Smaller frames make transitions ~5x smaller; the buffer is sized for the shorter run.
         memory_size_schedule=Schedule([(0, (50_000, 5_000)), (500_000, (100_000, 20_000))], "staircase"),
-        # Each transition used 8 times instead of 32: on a CPU the learner, not the simulator,
-        # is the bottleneck, and fresher data early matters more in a short run.
+        # Each transition used 8 times instead of 32: on a CPU the learner, not the simulator, is the
+        # bottleneck. 4 and 16 (learning rate kept per update) gave `medium` 1.044 and 1.020 of the
+        # tuned driver against 1.033 at 8, one run each: docs/benchmarks.md, "The replay ratio on `medium`".
         number_times_single_memory_is_used_before_discard=8.0,
         # 50k transitions at 48 x 64 are ~170 MB: saved in checkpoints so --resume loses nothing.
         save_memory_in_checkpoint=True,
