@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import shutil
 import signal
 import sys
@@ -135,7 +136,7 @@ def train(args: argparse.Namespace) -> int:
     info = {"preset": preset, "seed": args.seed, "device": args.device, "machine": describe_machine()}
     if args.init_from:
         info["init_from"] = str(Path(args.init_from).resolve())
-    (run_dir / RUN_INFO).write_text(yaml.safe_dump(info))
+    write_run_info(run_dir, info)
     print(f"rulka: run folder {run_dir}", file=sys.stderr)
     graph_manager.create(run_dir, device, args.seed)
     if args.init_from:
@@ -157,11 +158,24 @@ def train(args: argparse.Namespace) -> int:
 def resume(args: argparse.Namespace) -> int:
     graph_manager = load_run(args.resume, args.device, args.config, args.custom_parameter, args.preset)
     steps = graph_manager.agent.counters.env_steps
-    info_path = Path(args.resume) / RUN_INFO
-    info_path.write_text(yaml.safe_dump(record_resume(load_yaml_file(info_path), steps)))  # its later minutes ran here
+    run_dir = Path(args.resume)
+    write_run_info(run_dir, record_resume(load_yaml_file(run_dir / RUN_INFO), steps))  # its later minutes ran here
     print(f"rulka: resumed {args.resume} at {steps} environment steps", file=sys.stderr)
     graph_manager.ray_address = _ray_address(args.ray_address)
     return _improve(graph_manager, args.max_steps, args.no_progress)
+
+
+def write_run_info(run_dir: Path, info: dict) -> None:
+    """Write ``run_info.yaml`` whole or not at all: ``--resume`` rewrites it, and a run killed during that
+    write must keep the old file, without which it cannot resume."""
+    path = run_dir / RUN_INFO
+    tmp = path.with_name(f"{RUN_INFO}.tmp")
+    try:
+        tmp.write_text(yaml.safe_dump(info), encoding="utf-8")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
 
 
 def load_run(run_dir: str | Path, device: str = "auto", yaml_files: Sequence[str] = (),

@@ -1,12 +1,13 @@
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 import yaml
 
 from rulka import checkpoints
-from rulka.cli import load_run, main
+from rulka.cli import load_run, main, write_run_info
 from rulka.machine import describe_machine
 
 FAST = ["--device", "cpu", "--no-progress"]
@@ -92,3 +93,20 @@ def test_evaluate_only_prints_average(tmp_path, capsys):
     assert main(["-p", "cartpole_iqn", "--evaluate", str(tmp_path / "e" / "checkpoints" / "last.pt"),
                  "-cp", "training.evaluation_episodes=2", *FAST]) == 0
     assert "average return" in capsys.readouterr().out
+
+
+def test_a_run_info_write_killed_halfway_keeps_the_old_file(tmp_path, monkeypatch):
+    """--resume rewrites run_info.yaml, which the next --resume needs: a write cut short (a kill, a full
+    disk) must leave the previous file whole, not a truncated one."""
+    write_run_info(tmp_path, {"preset": "cartpole_iqn", "seed": 3})
+    real_write_text = Path.write_text
+
+    def dies_halfway(self, data, *args, **kwargs):
+        real_write_text(self, data[: len(data) // 2], *args, **kwargs)
+        raise OSError("killed while writing")
+
+    monkeypatch.setattr(Path, "write_text", dies_halfway)
+    with pytest.raises(OSError):
+        write_run_info(tmp_path, {"preset": "cartpole_iqn", "seed": 3, "resumed": [{"env_steps": 10}]})
+    monkeypatch.undo()
+    assert yaml.safe_load((tmp_path / "run_info.yaml").read_text()) == {"preset": "cartpole_iqn", "seed": 3}
