@@ -54,7 +54,8 @@ config = TrackManiaExperimentConfig(
         # n-step returns over 5 actions instead of 3 (exploratory actions still cut them, as the guide):
         # a 7 s mini-race's value is backed up in 28 steps instead of 47, which a 30-minute CPU run
         # needs. Measured, 30 min, one run each on one machine: `medium` 1.004 of the tuned driver
-        # (1.033 at 3, 1.023 at 10), `short` seed 2 0.853 (0.900 at 3): docs/benchmarks.md, "n-step returns".
+        # (1.033 at 3, 1.023 at 10), `short` seed 2 0.853 (0.900 at 3), `procedural:1` 0.893 (0.912 at 3):
+        # docs/benchmarks.md, "n-step returns".
         n_steps=5,
         # Schedules compressed ~5x: a 30-minute run on 2 CPU cores plays 0.6-0.9 million actions,
         # not the tens of millions the real-game schedules span. At ~10x every schedule had reached
