@@ -269,6 +269,19 @@ def _map_refs(value: Any, fn: Any) -> Any:
     return value
 
 
+def write_file_atomic(path: str | Path, data: bytes) -> None:
+    """Replace ``path`` by ``data`` whole or not at all (temporary file, fsync, rename): a write cut
+    short leaves the old file and no temporary one."""
+    path = Path(path)
+    tmp = _write_file_durably(path, data, memoryview(b""))
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
 def _write_file_durably(path: Path, header: bytes, payload: memoryview) -> Path:
     """Write ``header + payload`` to a temporary file beside ``path`` and fsync it; its path."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

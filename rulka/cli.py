@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import shutil
 import signal
 import sys
@@ -168,14 +167,7 @@ def resume(args: argparse.Namespace) -> int:
 def write_run_info(run_dir: Path, info: dict) -> None:
     """Write ``run_info.yaml`` whole or not at all: ``--resume`` rewrites it, and a run killed during that
     write must keep the old file, without which it cannot resume."""
-    path = run_dir / RUN_INFO
-    tmp = path.with_name(f"{RUN_INFO}.tmp")
-    try:
-        tmp.write_text(yaml.safe_dump(info), encoding="utf-8")
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)
+    checkpoints.write_file_atomic(run_dir / RUN_INFO, yaml.safe_dump(info).encode("utf-8"))
 
 
 def load_run(run_dir: str | Path, device: str = "auto", yaml_files: Sequence[str] = (),

@@ -1,6 +1,5 @@
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -97,16 +96,15 @@ def test_evaluate_only_prints_average(tmp_path, capsys):
 
 def test_a_run_info_write_killed_halfway_keeps_the_old_file(tmp_path, monkeypatch):
     """--resume rewrites run_info.yaml, which the next --resume needs: a write cut short (a kill, a full
-    disk) must leave the previous file whole, not a truncated one."""
+    disk) must leave the previous file whole and no temporary file."""
     write_run_info(tmp_path, {"preset": "cartpole_iqn", "seed": 3})
-    real_write_text = Path.write_text
 
-    def dies_halfway(self, data, *args, **kwargs):
-        real_write_text(self, data[: len(data) // 2], *args, **kwargs)
+    def dies_before_the_data_is_safe(fd):
         raise OSError("killed while writing")
 
-    monkeypatch.setattr(Path, "write_text", dies_halfway)
+    monkeypatch.setattr(checkpoints.os, "fsync", dies_before_the_data_is_safe)
     with pytest.raises(OSError):
         write_run_info(tmp_path, {"preset": "cartpole_iqn", "seed": 3, "resumed": [{"env_steps": 10}]})
     monkeypatch.undo()
     assert yaml.safe_load((tmp_path / "run_info.yaml").read_text()) == {"preset": "cartpole_iqn", "seed": 3}
+    assert [p.name for p in tmp_path.iterdir()] == ["run_info.yaml"]
