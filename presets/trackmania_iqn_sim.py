@@ -22,6 +22,18 @@ config = TrackManiaExperimentConfig(
         # 48 x 64 instead of 120 x 160: the conv stack costs ~6x less per sample on a CPU, and the
         # floats (reference line ahead, speeds) carry most of what the simulator's driving needs.
         H_downsized=48, W_downsized=64,
+        # An action every 100 ms (10 engine ticks) instead of 50, and 10 s mini-races instead of 7 s:
+        # both ends of the guide's ranges. The learner limits a CPU run, and at 100 ms each stored
+        # transition (each sample of an update) covers twice the racing; the 100 actions of a mini-race
+        # are backed up in 20 returns of 5 steps (28 at 50 ms and 7 s). The longer horizon lets
+        # braking before a turn pay inside one mini-race: at 7 s the agent kept full throttle into a
+        # turn of `medium`, hit the outer wall and rode it on the grass for 8 s; at 10 s it drove that
+        # stretch on the road.
+        # Measured, 30 min on `medium` seed 0, one run each on one machine: 0.965 of the tuned driver
+        # (1.004 at 50 ms and 7 s, 1.008 at 100 ms and 7 s): docs/benchmarks.md, "Coarser actions and
+        # a longer mini-race". The tuned driver it is compared with still acts every 50 ms.
+        tm_engine_step_per_action=10,
+        temporal_mini_race_duration_ms=10_000,
         # The guide's remedy for slow learning: potential-based shaping towards the reference line
         # (-0.1 x clip(distance to the current point, 2, 25) m), added by the replay memory when it
         # assembles a batch (gamma * phi(s') - phi(s), dropped at the mini-race end), as Linesight.
@@ -31,7 +43,7 @@ config = TrackManiaExperimentConfig(
         # 0.05 reward per metre of progress instead of 0.01: with the shaping telescoping inside each
         # mini-race, the actions' values differ only by the progress they make, a few thousandths
         # at 0.01 against a -6.8 mini-race value; 5x makes those differences learnable in a CPU run.
-        # The optimum is unchanged (within a 7 s horizon the time reward does not depend on the
+        # The optimum is unchanged (within a mini-race the time reward does not depend on the
         # actions). Measured, 30 min on `short`, seed 0 (bench/trackmania_vs_baseline.py): first finish
         # 6.5 min (10.4 at 0.01), best greedy race 17.85 s (20.80 s at 0.01).
         reward_per_m_advanced_along_centerline=0.05,
@@ -42,8 +54,7 @@ config = TrackManiaExperimentConfig(
         float_hidden_dim=128, dense_hidden_dimension=128,
         # K = 8 quantiles when acting instead of 32: inference is per action on the CPU.
         iqn_k=8,
-        # Polyak update every 4 batches, as Linesight does at batch 512 (2048 transitions): the
-        # value of a 7 s mini-race is bootstrapped through ~47 target updates of 3 steps each.
+        # Polyak update every 4 batches, as Linesight does at batch 512 (2048 transitions).
         number_memories_trained_on_between_target_network_updates=4 * 64,
     ),
     training=TrackManiaTrainingParameters(
@@ -52,9 +63,9 @@ config = TrackManiaExperimentConfig(
         # below), 8x more frequent updates, which a short CPU run needs.
         batch_size=64,
         # n-step returns over 5 actions instead of 3 (exploratory actions still cut them, as the guide):
-        # a 7 s mini-race's value is backed up in 28 steps instead of 47, which a 30-minute CPU run
-        # needs. Measured, 30 min, one run each on one machine: `medium` 1.004 of the tuned driver
-        # (1.033 at 3, 1.023 at 10), `short` seed 2 0.853 (0.900 at 3), `procedural:1` 0.893 (0.912 at 3):
+        # a mini-race's value is backed up in fewer steps, which a 30-minute CPU run needs. Measured at
+        # 50 ms and 7 s, 30 min, one run each on one machine: `medium` 1.004 of the tuned driver (1.033
+        # at 3, 1.023 at 10), `short` seed 2 0.853 (0.900 at 3), `procedural:1` 0.893 (0.912 at 3):
         # docs/benchmarks.md, "n-step returns".
         n_steps=5,
         # Schedules compressed ~5x: a 30-minute run on 2 CPU cores plays 0.6-0.9 million actions,

@@ -241,7 +241,8 @@ class TrackManiaEnvironmentParameters:
     """Reward of the last step of a race lost at a missed gate (``missed_gate_ends_race``). Keep it at
     or below the time penalty of a whole mini-race (``constant_reward_per_ms x
     temporal_mini_race_duration_ms``, -8.4 by default): losing the race must never pay better than
-    driving on, or the agent learns to end races early.
+    driving on, or the agent learns to end races early; while ``missed_gate_ends_race`` is on, a value
+    above that bound is refused.
 
     Unit: reward | Range: -20 to -8.4 | Section: rewards | See: environment.missed_gate_ends_race, environment.constant_reward_per_ms, environment.temporal_mini_race_duration_ms
     """
@@ -273,6 +274,11 @@ class TrackManiaEnvironmentParameters:
         if self.temporal_mini_race_duration_ms < self.ms_per_action:
             problems.append(f"temporal_mini_race_duration_ms: must be at least one action ({self.ms_per_action} ms), "
                             f"got {self.temporal_mini_race_duration_ms}")
+        whole_race_penalty = self.constant_reward_per_ms * self.temporal_mini_race_duration_ms
+        if self.missed_gate_ends_race and self.reward_on_missed_gate > whole_race_penalty + 1e-9:
+            problems.append(f"reward_on_missed_gate: must be <= constant_reward_per_ms x temporal_mini_race_duration_ms "
+                            f"= {whole_race_penalty:.4g} while missed_gate_ends_race is on (else losing a race pays better "
+                            f"than driving on), got {self.reward_on_missed_gate}; set it to {whole_race_penalty:.4g} or lower")
         for name in ("float_inputs_mean", "float_inputs_std"):
             values = getattr(self, name)
             if values is not None and len(values) != self.float_input_dim:

@@ -47,6 +47,21 @@ def test_fields_checked_together():
     assert any(p.startswith("environment.float_inputs_mean: must hold float_input_dim = 184 values") for p in problems)
 
 
+def test_missed_gate_reward_must_not_beat_a_whole_mini_race_of_time_penalty():
+    """With missed_gate_ends_race on, a longer mini-race makes the default -8.4 pay better than driving
+    on (-0.0012 x 10 s = -12): refused, naming the bound; accepted at the bound and when the rule is off."""
+    on = ["environment.missed_gate_ends_race=true"]
+    assert config_problems(apply_overrides(TrackManiaExperimentConfig(), overrides=on)) == []
+    longer = on + ["environment.temporal_mini_race_duration_ms=10000"]
+    with pytest.raises(ConfigError) as caught:
+        apply_overrides(TrackManiaExperimentConfig(), overrides=longer)
+    assert ("environment.reward_on_missed_gate: must be <= constant_reward_per_ms x temporal_mini_race_duration_ms "
+            "= -12 while missed_gate_ends_race is on") in str(caught.value)
+    assert "set it to -12 or lower" in str(caught.value)
+    apply_overrides(TrackManiaExperimentConfig(), overrides=longer + ["environment.reward_on_missed_gate=-12"])
+    apply_overrides(TrackManiaExperimentConfig(), overrides=["environment.temporal_mini_race_duration_ms=10000"])
+
+
 def test_sim_map_cycle_tracks_are_checked(tmp_path):
     """For the simulator, an unknown track name or a bad reference line in the map cycle is refused at load time."""
     bad = tmp_path / "bad.npy"

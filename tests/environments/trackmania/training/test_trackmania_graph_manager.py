@@ -19,8 +19,11 @@ def test_sim_run_follows_the_map_cycle_and_resumes(tmp_path):
                  *SMALL]) == 0
     run = tmp_path / "r"
     rows = list(csv.DictReader((run / "races.csv").open()))
-    assert len(rows) >= 5
-    assert [r["exploration"] for r in rows[:5]] == ["1", "1", "1", "1", "0"]
+    # Every 5th race of the cycle is greedy; races that start before the 300 transitions of heatup explore
+    # whatever their place (how many there are depends on how long the first races last).
+    greedy = [i for i, r in enumerate(rows) if r["exploration"] == "0"]
+    assert greedy and all(i % 5 == 4 for i in greedy)
+    assert all(rows[i]["exploration"] == "0" for i in range(4, len(rows), 5) if int(rows[i - 1]["env_steps"]) >= 300)
     saved = checkpoints.load_checkpoint(run / "checkpoints" / checkpoints.LAST)
     assert saved["agent"]["counters"]["env_steps"] == 1500
     assert saved["agent"]["counters"]["gradient_updates"] > 0
