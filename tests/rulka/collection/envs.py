@@ -17,7 +17,7 @@ class Corridor(gym.Env):
 
     Observations are ``{"observation": [position, step]}``; reward 1 at the end (terminated),
     truncated after ``limit`` steps. ``crash_at`` / ``hang_at``: raise or hang at that global step
-    of this process (for fault tests); only in incarnations listed by the RULKA_TEST_FAULTY env var.
+    of this process (for fault tests); ``corridor_factory`` gives them to the first incarnation only.
     """
 
     observation_space = spaces.Dict({"observation": spaces.Box(-1e6, 1e6, (2,), np.float32)})
@@ -83,11 +83,16 @@ def paced_corridor_factory(params, instance: int = 0) -> gym.Env:
 
 
 def corridor_factory(params, instance: int = 0) -> gym.Env:
-    """Environment ``instance``; collector processes whose incarnation is 1 get the fault of RULKA_TEST_FAULT."""
+    """Environment ``instance``; collector processes whose incarnation is 1 get the fault of RULKA_TEST_FAULT.
+
+    RULKA_TEST_STEP_S paces the healthy corridors (seconds per step), which bounds how many steps they
+    can play while a fault is being noticed, on any machine.
+    """
     fault = os.environ.get("RULKA_TEST_FAULT", "")
     if fault and instance == 0 and os.environ.get("RULKA_TEST_FAULT_DONE") != "1" and _first_incarnation():
         return Corridor(fault=fault, fault_at=int(os.environ.get("RULKA_TEST_FAULT_AT", "60")))
-    return Corridor()
+    step_s = float(os.environ.get("RULKA_TEST_STEP_S", "0"))
+    return PacedCorridor(step_s) if step_s > 0 else Corridor()
 
 
 def _first_incarnation() -> bool:

@@ -28,8 +28,11 @@ def test_a_collector_that_raises_or_hangs_is_replaced_and_training_goes_on(fault
     monkeypatch.setenv("RULKA_TEST_FAULT", fault)
     monkeypatch.setenv("RULKA_TEST_FAULT_AT", "20")  # early: the run outlasts the timeout
     monkeypatch.setenv("RULKA_TEST_FAULT_MARKER", str(tmp_path / "fault_claimed"))
+    steps = 1_500
+    if fault == "hang":  # noticed only after the 2 s timeout: the healthy collector, at 2 ms a step, plays at
+        monkeypatch.setenv("RULKA_TEST_STEP_S", "0.002")  # most 1,000 steps by then, whatever the machine
+        steps = 4_000
     graph_manager = make_graph_manager(collector_timeout_s=2.0)
-    steps = 1_500 if fault == "raise" else 5_000  # a hang is noticed only after the timeout: run longer
     summary = graph_manager.improve(steps, show_progress=False)
     assert summary.env_steps >= steps and summary.gradient_updates > 0
     events = graph_manager.collector_events
