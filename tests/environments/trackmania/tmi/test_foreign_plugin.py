@@ -80,6 +80,16 @@ def read_blob(blob: bytes) -> dict:
     return {"race_time": race_time, "position": position, "speed": speed, "cp_times": times}
 
 
+def without_finish(blob: bytes) -> bytes:
+    """``blob`` with its last checkpoint time set to -1: Linesight's way to undo a finish."""
+    out = bytearray(blob)
+    n_states = struct.unpack_from("<i", out, 8344 + 4)[0]
+    at = 8344 + 8 + 4 * n_states
+    n_times = struct.unpack_from("<i", out, at)[0]
+    struct.pack_into("<i", out, at + 4 + 8 * (n_times - 1), -1)
+    return bytes(out)
+
+
 class LinesightStyleClient:
     """A client of Python_Link.as: Linesight's message ids and payloads, native byte order."""
 
@@ -185,6 +195,9 @@ def test_linesight_plugin_races_in_a_standin_game_launched_as_linesight_launches
         assert len(new) == 1, (new, launched.stdout)
         assert f"stand-in game {new[0]} (TmForever)" in launched.stdout
         finish = _race_with_linesight_ids(port)
+        deadline = time.monotonic() + 10  # the second C_SHUTDOWN is read at the plugin's next step
+        while time.monotonic() < deadline and _disconnects(game_log) < 2:
+            time.sleep(0.05)
     finally:
         for pid in new:
             os.kill(pid, signal.SIGKILL)  # Linesight's close_game: kill -9 <pid>
@@ -194,6 +207,9 @@ def test_linesight_plugin_races_in_a_standin_game_launched_as_linesight_launches
     assert not set(new) & tm_pids() and processes_mentioning(f"custom_port {port}") == []
     text = game_log.read_text()
     assert "script exception" not in text, text
+    # Both disconnects were C_SHUTDOWN read by the plugin, not its timeout.
+    assert _disconnects(game_log) == 2, text
+    assert "due to timeout" not in text, text
     # The same driver on the simulator backend: same finish, to the 50 ms action (the game times the
     # finish to the 10 ms tick), so the rewound second changed nothing.
     sim_env = TrackManiaEnv(TrackManiaEnvironmentParameters(H_downsized=48, W_downsized=64), track=get_track("short"),
@@ -206,6 +222,11 @@ def test_linesight_plugin_races_in_a_standin_game_launched_as_linesight_launches
     assert sim["finished"] and abs(finish["race_time"] - sim["race_time_ms"]) <= 50, (finish, sim["race_time_ms"])
     for game_time, sim_time in zip(finish["cp_times"], sim["checkpoint_times_ms"]):
         assert abs(game_time - sim_time) <= 50, (finish["cp_times"], sim["checkpoint_times_ms"])
+
+
+def _disconnects(game_log: Path) -> int:
+    """How many clients the plugin logged as disconnected by their C_SHUTDOWN."""
+    return [line.strip() for line in game_log.read_text().splitlines()].count("[plugin] Client disconnected")
 
 
 def _race_with_linesight_ids(port: int) -> dict:
@@ -255,9 +276,12 @@ def _race_with_linesight_ids(port: int) -> dict:
                 client.respond(Msg.SC_RUN_STEP_SYNC)
             elif msg == Msg.SC_CHECKPOINT_COUNT_CHANGED_SYNC:
                 current, target = client.read_i32(), client.read_i32()
-                checkpoints.append((current, target, read_blob(client.get_state())))
+                blob = client.get_state()
+                checkpoints.append((current, target, read_blob(blob)))
                 if current < target:
                     assert client.ask_i32(Msg.C_RACE_FINISHED) == 0
+                else:  # as Linesight: undo the finish so that the game shows no end screen
+                    client.rewind_to_state(without_finish(blob))
                 client.respond(Msg.SC_CHECKPOINT_COUNT_CHANGED_SYNC)
                 if current == target:
                     break
@@ -270,8 +294,19 @@ def _race_with_linesight_ids(port: int) -> dict:
             else:
                 pytest.fail(f"unexpected message id {msg} from the plugin")
 
-        # Python_Link.as reads messages only inside its callbacks; an un-undone finish ends the race
-        # (end dialog) and no callback asks again: the client disconnects (C_SHUTDOWN) in `finally`.
+        # The undone finish leaves the race running: the next step comes; disconnect inside it. The
+        # plugin then drops the client and takes a new one (its OnConnect in the running race).
+        assert client.read_i32() == Msg.SC_RUN_STEP_SYNC
+        assert client.read_i32() >= checkpoints[-1][2]["race_time"]
+        client.close()
+        client = LinesightStyleClient(port)
+        assert client.read_i32() == Msg.SC_ON_CONNECT_SYNC
+        assert client.ask_i32(Msg.C_IS_IN_MENUS) == 0
+        client.respond(Msg.SC_ON_CONNECT_SYNC)
+        # Disconnect while the plugin waits for an answer (closing while it is about to write makes
+        # its write meet a reset, and it drops the client after its 2 s timeout instead).
+        assert client.read_i32() == Msg.SC_RUN_STEP_SYNC
+        client.read_i32()
         assert rewound and frame_requested and frame is not None
         assert np.array_equal(frame[..., 0], frame[..., 1]) and np.array_equal(frame[..., 1], frame[..., 2])
         assert frame[..., 0].std() > 5.0  # a picture, not a blank
