@@ -197,7 +197,27 @@ def load_yaml_file(path: str | Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections, got {_describe(data)}")
+    return _resolve_paths(data, path.resolve().parent)
+
+
+def _resolve_paths(data: Any, folder: Path) -> Any:
+    """``data`` with each relative file path of a key ending in ``_path`` that names no file from the
+    working directory but names one from ``folder`` (the YAML file's) made absolute: a configuration
+    file can name files beside it and work from any working directory. A path that names a file from
+    the working directory, or from neither place, is left as written."""
+    if isinstance(data, dict):
+        return {key: (_resolve_path(value, folder) if isinstance(key, str) and key.endswith("_path")
+                      else _resolve_paths(value, folder)) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_resolve_paths(item, folder) for item in data]
     return data
+
+
+def _resolve_path(value: Any, folder: Path) -> Any:
+    if not isinstance(value, str) or not value or Path(value).is_absolute() or Path(value).exists():
+        return value
+    beside = folder / value
+    return str(beside.resolve()) if beside.exists() else value
 
 
 def parse_override(text: str) -> dict[str, Any]:

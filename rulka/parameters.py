@@ -14,6 +14,7 @@ checks of several fields together are ``validation_problems`` methods (:mod:`rul
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -561,9 +562,20 @@ class ExperimentConfig:
         n_steps = getattr(self.training, "n_steps", None)
         if not isinstance(schedule, Schedule) or not is_int(n_steps):
             return []
-        return [f"memory.memory_size_schedule.points[{i}]: capacity {v[0]} must exceed training.n_steps + 1 = "
-                f"{n_steps + 1}"
-                for i, (_, v) in enumerate(schedule.points) if is_capacity_pair(v) and v[0] <= n_steps + 1]
+        small = [i for i, (_, v) in enumerate(schedule.points) if is_capacity_pair(v) and v[0] <= n_steps + 1]
+        if not small:
+            return []
+        raised = [[step, [max(v[0], n_steps + 2), v[1]]] if is_capacity_pair(v) else [step, v]
+                  for step, v in schedule.points]
+        raise_all = f"memory.memory_size_schedule={json.dumps(raised, separators=(',', ':'))}"
+        problems = []
+        for i in small:
+            capacity = schedule.points[i][1][0]
+            lower = (f" or lower training.n_steps to at most {capacity - 2} (-cp training.n_steps={capacity - 2})"
+                     if capacity > 2 else "")
+            problems.append(f"memory.memory_size_schedule.points[{i}]: capacity {capacity} must exceed training.n_steps "
+                            f"+ 1 = {n_steps + 1}; raise the capacity to at least {n_steps + 2} (-cp {raise_all})" + lower)
+        return problems
 
 
 @dataclass

@@ -270,20 +270,27 @@ class TrackManiaEnvironmentParameters:
         problems = []
         if self.shaped_reward_min_dist_to_cur_vcp > self.shaped_reward_max_dist_to_cur_vcp:
             problems.append(f"shaped_reward_min_dist_to_cur_vcp: must be <= shaped_reward_max_dist_to_cur_vcp "
-                            f"({self.shaped_reward_max_dist_to_cur_vcp}), got {self.shaped_reward_min_dist_to_cur_vcp}")
+                            f"({self.shaped_reward_max_dist_to_cur_vcp}), got {self.shaped_reward_min_dist_to_cur_vcp}; "
+                            f"set it to at most {self.shaped_reward_max_dist_to_cur_vcp:g} "
+                            f"(-cp environment.shaped_reward_min_dist_to_cur_vcp={self.shaped_reward_max_dist_to_cur_vcp!r})")
         if self.temporal_mini_race_duration_ms < self.ms_per_action:
             problems.append(f"temporal_mini_race_duration_ms: must be at least one action ({self.ms_per_action} ms), "
-                            f"got {self.temporal_mini_race_duration_ms}")
+                            f"got {self.temporal_mini_race_duration_ms}; set it to at least {self.ms_per_action} "
+                            f"(-cp environment.temporal_mini_race_duration_ms={self.ms_per_action})")
         whole_race_penalty = self.constant_reward_per_ms * self.temporal_mini_race_duration_ms
         if self.missed_gate_ends_race and self.reward_on_missed_gate > whole_race_penalty + 1e-9:
+            bound = _at_most(whole_race_penalty)
             problems.append(f"reward_on_missed_gate: must be <= constant_reward_per_ms x temporal_mini_race_duration_ms "
                             f"= {whole_race_penalty:.4g} while missed_gate_ends_race is on (else losing a race pays better "
-                            f"than driving on), got {self.reward_on_missed_gate}; set it to {whole_race_penalty:.4g} or lower")
+                            f"than driving on), got {self.reward_on_missed_gate}; set it to {bound} or lower "
+                            f"(-cp environment.reward_on_missed_gate={bound}) or turn the rule off "
+                            f"(-cp environment.missed_gate_ends_race=false)")
         for name in ("float_inputs_mean", "float_inputs_std"):
             values = getattr(self, name)
             if values is not None and len(values) != self.float_input_dim:
                 problems.append(f"{name}: must hold float_input_dim = {self.float_input_dim} values (one per float "
-                                f"input at these settings), got {len(values)}; measure them again with `rulka stats`")
+                                f"input at these settings), got {len(values)}; measure them again with `rulka stats`, "
+                                f"or use the built-in values (-cp environment.{name}=null)")
         return problems
 
     @property
@@ -329,3 +336,9 @@ class TrackManiaEnvironmentParameters:
             "ms_per_action": (f"At these settings: {self.tm_engine_step_per_action} x {self.ms_per_tm_engine_step} = "
                               f"{self.ms_per_action} ms, {1000 / self.ms_per_action:g} actions per second."),
         }
+
+
+def _at_most(bound: float) -> str:
+    """``bound`` written short (4 significant digits) without rounding above it."""
+    short = f"{bound:.4g}"
+    return short if float(short) <= bound else repr(bound)

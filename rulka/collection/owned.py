@@ -11,14 +11,21 @@ with each process's start time, in their :class:`~rulka.collection.shared.Shared
 learner replaces or kills a collector (watchdog, stop timeout, crash), it kills those processes
 itself (the collector never got to close its environments), but only a pid whose start time is still
 the one reported: a pid reused by another program is never killed.
+
+Start times come from psutil (the ``tmi`` extra) on every platform; without it, from ``/proc`` on
+Linux, and nowhere else: there a process cannot be told from a later one under the same pid, so it is
+never killed (a warning says to install psutil).
 """
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
 import time
 from typing import Any, Iterable
+
+log = logging.getLogger(__name__)
 
 _MAX_WRAPPERS = 16
 
@@ -45,11 +52,44 @@ def owned_ports(env: Any) -> tuple[int, ...]:
     return tuple(int(p) for p in owner.owned_ports()) if owner is not None else ()
 
 
+def _psutil() -> Any:
+    """The psutil module, or None where it is not installed."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    return psutil
+
+
+_warned_no_identity = False
+
+
 def process_start_time(pid: int) -> int | None:
-    """When ``pid`` started (clock ticks after boot, ``/proc/PID/stat``); None when it is gone or a
-    zombie; 0 where ``/proc`` does not exist (identity cannot be checked there)."""
-    if not os.path.isdir("/proc"):
-        return 0 if _alive_no_proc(pid) else None
+    """When ``pid`` started, an integer that differs between two processes that held the same pid:
+    psutil's creation time in microseconds after the epoch (every platform), else, on Linux without
+    psutil, clock ticks after boot from ``/proc/PID/stat``. None when ``pid`` is gone or a zombie, and
+    where neither source exists (the process cannot be identified, so it is never killed)."""
+    psutil = _psutil()
+    if psutil is not None:
+        try:
+            process = psutil.Process(pid)
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return round(process.create_time() * 1_000_000)
+        except (psutil.Error, OSError, ValueError):
+            return None
+    if sys.platform.startswith("linux"):
+        return _proc_start_ticks(pid)
+    global _warned_no_identity
+    if not _warned_no_identity:
+        _warned_no_identity = True
+        log.warning("psutil is not installed: the processes of a failed collector (its games) cannot be told "
+                    "from later processes under the same pid, so they are not killed; pip install psutil "
+                    "(or 'rulka[tmi]')")
+    return None
+
+
+def _proc_start_ticks(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
             stat = f.read()
@@ -59,16 +99,6 @@ def process_start_time(pid: int) -> int | None:
     if not fields or fields[0] == "Z":
         return None
     return int(fields[19])
-
-
-def _alive_no_proc(pid: int) -> bool:
-    if sys.platform.startswith("win"):
-        return True  # cannot tell cheaply; a kill of a gone pid is harmless
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
 
 
 def identify(pids: Iterable[int]) -> list[tuple[int, int]]:
@@ -82,7 +112,8 @@ def identify(pids: Iterable[int]) -> list[tuple[int, int]]:
 
 
 def kill_reported(processes: Iterable[tuple[int, int]]) -> list[int]:
-    """SIGKILL each (pid, start time) whose pid still runs with that start time; the pids killed."""
+    """Kill (SIGKILL; TerminateProcess on Windows) each (pid, start time) whose pid still runs with that
+    start time; the pids killed."""
     killed = []
     for pid, start in processes:
         if pid <= 0 or process_start_time(pid) != start:

@@ -113,6 +113,7 @@ def _collector_main(_modules: UserModules, setup: CollectorSetup, collector_id: 
     holds ``collector_buffer_actions`` actions (the learner stalled that long; see :class:`_Outbox`).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the learner stops us
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # close our games first: the learner may be frozen
     torch.set_num_threads(max(1, torch_threads))
     parent = tmp.parent_process()
     collector = None
@@ -147,6 +148,8 @@ def _collector_main(_modules: UserModules, setup: CollectorSetup, collector_id: 
             outbox.extend(rollouts)
             if parent is not None and not parent.is_alive():
                 return
+    except SystemExit:  # SIGTERM: the exit status tells the learner
+        raise
     except BaseException:  # noqa: BLE001 - report whatever killed us, then die
         try:
             if send_lock.acquire(timeout=5.0):  # the outbox's thread may be stuck in a send nobody reads
@@ -156,10 +159,37 @@ def _collector_main(_modules: UserModules, setup: CollectorSetup, collector_id: 
         raise SystemExit(1) from None
     finally:
         if collector is not None:
-            try:
-                collector.close()
-            except Exception:  # noqa: BLE001
-                pass
+            close_and_kill_leftovers(collector)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM (``kill PID``, a service manager, a session's end): leave through ``finally``, which closes
+    the environments and kills what they leave running, instead of dying at once with games orphaned
+    (the learner, which kills a dead collector's games, may be frozen or gone too)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+    raise SystemExit(128 + signum)
+
+
+#: Seconds a closing collector waits for the processes it killed to be gone (their ports freed).
+LEFTOVER_WAIT_S = 5.0
+
+
+def close_and_kill_leftovers(collector: Collector) -> list[int]:
+    """Close ``collector``'s environments, then kill the processes they owned before closing that still
+    run (a close that raised, or timed out on a hung game), each only under its start time; the pids
+    killed."""
+    owned: list[int] = []
+    for slot in collector.slots:
+        try:
+            owned.extend(owned_pids(slot.level.env))
+        except Exception:  # noqa: BLE001 - an environment half built or half closed
+            pass
+    processes = identify(owned)
+    try:
+        collector.close()
+    except BaseException:  # noqa: BLE001 - a close that fails (or is interrupted) must not spare the games
+        pass
+    return kill_and_wait(processes, LEFTOVER_WAIT_S)
 
 
 class _Outbox:

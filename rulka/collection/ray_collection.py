@@ -1,11 +1,16 @@
 """Collectors as Ray actors (``performance.collector_backend: ray``): the same Collector, on any node.
 
 Each actor builds its agent and environments with :func:`~rulka.collection.processes.build_collector`,
-the code the collector processes run, and plays in ``collect`` calls: one call steps its
-environments until at least one :class:`~rulka.collection.rollout.Rollout` chunk is complete and
-returns the chunks. The learner (:class:`RayCollection`) keeps ``CALLS_IN_FLIGHT`` calls queued per
-actor, so an actor never waits for the learner, and picks up finished calls with ``ray.wait``
+the code the collector processes run, and plays in a thread of its own, as a collector process does:
+its :class:`~rulka.collection.rollout.Rollout` chunks go to a local buffer, and a ``collect`` call
+returns what the buffer holds (waiting for at least one chunk). The learner (:class:`RayCollection`)
+keeps ``CALLS_IN_FLIGHT`` calls queued per actor and picks up finished calls with ``ray.wait``
 (timeout ``poll``'s, never blocking longer), in the order each actor was asked.
+
+An actor never waits for the learner in the middle of a race (a real game kept waiting drops the race
+after its in-race timeout): while chunks wait in its buffer (the learner paused: a checkpoint, an
+evaluation) it plays the races in flight to their ends and starts no new one; it waits in the middle
+of a race only when the buffer holds ``collector_buffer_actions`` actions (with a warning).
 
 Weights, counters and the heatup flag reach an actor while a call runs: every ``publish`` is one
 ``ray.put`` of the network's tensors as numpy arrays, and the learner sends each actor a ``refresh``
@@ -112,6 +117,9 @@ class RayCollectorActor:
         """``_modules``, deserialised first, imported the user's preset files on this node."""
         import ray
 
+        self.collector_id = collector_id
+        self.max_buffer_actions = max(1, int(setup.config.performance.collector_buffer_actions))
+
         torch.set_num_threads(max(1, torch_threads))
         # the fetched arrays are read-only views of the object store; they are only copied from
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -127,6 +135,50 @@ class RayCollectorActor:
         self.node = ray.util.get_node_ip_address()
         self.node_id = ray.get_runtime_context().get_node_id()
         self.pid = os.getpid()
+        #: Chunks played and not yet returned by a call, their actions, the actions played since the last
+        #: call returned, what broke the playing thread; guarded by ``_changed``.
+        self.buffer: list[Rollout] = []
+        self.buffer_actions = 0
+        self.played = 0
+        self.error: BaseException | None = None
+        self._changed = threading.Condition()
+        self._stopping = False
+        self._warned = False
+        self._player = threading.Thread(target=self._play, name="rulka-ray-player", daemon=True)
+        self._player.start()
+
+    def _play(self) -> None:
+        """The playing thread: step the environments, chunks into the buffer. While chunks wait (no call
+        takes them: the learner paused) it starts no new race, and once every environment is between
+        races it waits; in the middle of a race it waits only with a full buffer."""
+        try:
+            while True:
+                with self._changed:
+                    while not self._stopping and self.buffer and (
+                            not self.collector.racing or self.buffer_actions >= self.max_buffer_actions):
+                        if self.collector.racing and not self._warned:
+                            self._warned = True
+                            log.warning("collector %d: %d actions wait for the learner (performance."
+                                        "collector_buffer_actions = %d) in the middle of a race: waiting; a game "
+                                        "kept waiting past its in-race timeout loses the race", self.collector_id,
+                                        self.buffer_actions, self.max_buffer_actions)
+                        self._changed.wait()
+                    if self._stopping:
+                        return
+                    waiting = bool(self.buffer)
+                    if not waiting:
+                        self._warned = False
+                rollouts = self.collector.step(bool(self.board[2]), start_episodes=not waiting)
+                with self._changed:
+                    self.played += self.collector.last_step_actions
+                    self.buffer.extend(rollouts)
+                    self.buffer_actions += sum(r.length for r in rollouts)
+                    if rollouts:
+                        self._changed.notify_all()
+        except BaseException as error:  # noqa: BLE001 - the next call raises it in the learner
+            with self._changed:
+                self.error = error
+                self._changed.notify_all()
 
     def refresh(self, seq: int, counters: np.ndarray, heatup: bool,
                 weights: tuple[int, int, list[Any]] | None) -> None:
@@ -163,17 +215,20 @@ class RayCollectorActor:
 
     def collect(self, seq: int, counters: np.ndarray, heatup: bool,
                 weights: tuple[int, int, list[Any]] | None) -> tuple[list[Rollout], int, str, int, str, Any]:
-        """Play until at least one chunk is complete: (chunks, actions played, node IP, pid, node id,
-        games as :meth:`owned` reports them).
+        """The chunks played since the last call, waiting for at least one: (chunks, actions played, node
+        IP, pid, node id, games as :meth:`owned` reports them). Raises what broke the playing thread.
 
         The arguments are the learner's state when the call was queued; a newer ``refresh`` wins.
         """
         self.refresh(seq, counters, heatup, weights)
-        rollouts: list[Rollout] = []
-        played = 0
-        while not rollouts:
-            rollouts = self.collector.step(bool(self.board[2]))
-            played += len(self.collector.slots)
+        with self._changed:
+            while not self.buffer and self.error is None:
+                self._changed.wait()
+            if self.error is not None and not self.buffer:
+                raise self.error
+            rollouts, played = self.buffer, self.played
+            self.buffer, self.buffer_actions, self.played = [], 0, 0
+            self._changed.notify_all()  # the playing thread may start new races
         return rollouts, played, self.node, self.pid, self.node_id, self.owned()
 
     def owned(self) -> tuple[str, list[tuple[int, int]], list[int]]:
@@ -185,7 +240,12 @@ class RayCollectorActor:
             ports.extend(owned_ports(slot.level.env))
         return self.node_id, identify(pids), ports
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stop the playing thread (after the step under way), then close the environments (their games)."""
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+        self._player.join(timeout_s)
         self.collector.close()
 
 

@@ -1,7 +1,7 @@
 import pytest
 
 from rulka.config import (ConfigError, FlatConfig, apply_dict, apply_overrides, config_to_dict, get_config,
-                          parse_override, set_active_config)
+                          load_yaml_file, parse_override, set_active_config)
 from environments.trackmania.training.experiment_parameters import MapCycleEntry, TrackManiaExperimentConfig
 from rulka.parameters import ExperimentConfig
 
@@ -93,3 +93,18 @@ def test_state_normalization_yaml_from_rulka_stats_loads(tmp_path):
     assert config.environment.float_inputs_mean == [0.5] * 184 and config.environment.float_inputs_std == [2.0] * 184
     with pytest.raises(ConfigError, match=r"environment.float_inputs_mean\[1\]: expected float"):
         apply_dict(TrackManiaExperimentConfig(), {"state_normalization": {"float_inputs_mean": [0.0, "x"]}})
+
+
+def test_a_yaml_file_names_files_beside_it_from_any_working_directory(tmp_path, monkeypatch):
+    """A relative ``*_path`` value that names no file from the working directory but one beside the YAML
+    file is read as that file; one found from the working directory, or nowhere, stays as written."""
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "line.npy").write_bytes(b"")
+    (tmp_path / "here.npy").write_bytes(b"")
+    yaml_file = tmp_path / "conf" / "run.yaml"
+    yaml_file.write_text("map_cycle:\n  entries:\n    - {reference_line_path: line.npy, map_path: short}\n"
+                         "    - {reference_line_path: here.npy, map_path: missing.npy}\n")
+    monkeypatch.chdir(tmp_path)
+    first, second = load_yaml_file(yaml_file)["map_cycle"]["entries"]
+    assert first == {"reference_line_path": str(tmp_path.resolve() / "conf" / "line.npy"), "map_path": "short"}
+    assert second == {"reference_line_path": "here.npy", "map_path": "missing.npy"}

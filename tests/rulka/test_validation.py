@@ -183,7 +183,9 @@ def test_register_config_check_still_adds_a_whole_config_check(monkeypatch):
     config.memory.memory_size_schedule = Schedule([(0, (8, 8))], "staircase")
     assert config_problems(config) == [
         "training.batch_size: must be a positive int, got 0",
-        "memory.memory_size_schedule.points[0]: capacity 8 must exceed training.n_steps + 1 = 11"]
+        "memory.memory_size_schedule.points[0]: capacity 8 must exceed training.n_steps + 1 = 11; raise the capacity "
+        "to at least 12 (-cp memory.memory_size_schedule=[[0,[12,8]]]) or lower training.n_steps to at most 6 "
+        "(-cp training.n_steps=6)"]
 
 
 def test_a_rule_imported_from_its_old_module_says_where_it_went():

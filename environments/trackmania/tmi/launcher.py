@@ -21,8 +21,17 @@ On Linux a launch (:func:`launch_linux_script`):
 5. releases the lock once the port is served, or when the launch fails or times out
    (:class:`GameLaunchError`; what it started is killed).
 
-Written from the documented command lines; *not* tested against a real game or Wine here. The
-Linux steps are tested with launch scripts that start detached fake games.
+On Windows a launch (:func:`launch_windows_tmloader`) takes the same lock, frees the port of a game of
+ours the same way and passes the same marker to TMLoader; the game is found by the marker if TMLoader
+passes its environment on, else as the launch's new process of the game's name. Process facts come
+from psutil (the ``tmi`` extra; without it Windows refuses to launch, naming it).
+
+Everywhere, a game found is followed by its pid *and* its creation time, so a pid that a later program
+reuses is never followed or killed.
+
+Written from the documented command lines; *not* tested against a real game, Wine or Windows here.
+Both platforms' steps are tested on Linux with launch scripts that start detached fake games (the
+Windows branch with the platform faked).
 """
 from __future__ import annotations
 
@@ -46,6 +55,7 @@ from .processes import (
     process_cmdline,
     process_environ,
     process_info,
+    require_process_facts,
 )
 from .settings import TMISettings
 
@@ -131,9 +141,11 @@ class SubprocessGame:
         self.port = port
         self.game_process_name = game_process_name
         self.pids_before = set(pids_before or ())
+        self.find_by_name = pids_before is not None  # Windows: the game may carry no marker
         self.find_grace_s = find_grace_s
         self.launch_id = launch_id
         self.game_pid: int | None = None
+        self.game_started: int | None = None  # the game's creation time when found (processes.ProcInfo.start_ticks)
         self._launcher_exited_at: float | None = None
 
     @property
@@ -149,23 +161,26 @@ class SubprocessGame:
 
     def _find_game(self) -> int | None:
         if self.game_pid is None:
+            pid = None
             if self.launch_id is not None:
-                self.game_pid = find_launched_game(self.game_process_name, self.launch_id, self.popen.pid)
-            else:
-                self.game_pid = find_game_process(self.game_process_name, self.popen.pid, self.pids_before)
+                pid = find_launched_game(self.game_process_name, self.launch_id, self.popen.pid)
+            if pid is None and (self.launch_id is None or self.find_by_name):
+                # Windows: TMLoader may not pass the marker on; the launch's new process of that name
+                pid = find_game_process(self.game_process_name, self.popen.pid, self.pids_before)
+            info = process_info(pid) if pid is not None else None
+            if info is not None:
+                self.game_pid, self.game_started = pid, info.start_ticks
         return self.game_pid
 
     def _game_running(self) -> bool:
-        """The game was found and its pid is still our game: on Linux the process under that pid
-        still carries this launch's marker, so a pid reused by another program is never followed
+        """The game was found and its pid is still our game: the process under that pid has the
+        creation time the game had when found, so a pid reused by another program is never followed
         or killed."""
         pid = self._find_game()
-        if pid is None or not pid_alive(pid):
+        if pid is None:
             return False
-        if self.launch_id is None:
-            return True
-        return (process_environ(pid) or {}).get(LAUNCH_MARKER) == self.launch_id or pid in descendants(
-            self.popen.pid, list_processes())
+        info = process_info(pid)
+        return info is not None and info.start_ticks == self.game_started
 
     def is_alive(self) -> bool:
         """The game process is running (or the launcher is still starting it)."""
@@ -268,17 +283,24 @@ def parse_windows_process_lines(text: str) -> list[tuple[int, str, int, int]]:
     return out
 
 
+def _named_processes(name: str) -> list[tuple[int, str, int, int]]:
+    """(pid, name, parent pid, session id) of the processes (psutil or /proc; PowerShell on Windows without psutil)."""
+    procs = _posix_processes()
+    if not procs and sys.platform.startswith("win"):
+        return _windows_processes(name)
+    return procs
+
+
 def game_pids(name: str) -> set[int]:
     """Pids of the running processes whose name starts with ``name`` (case-insensitive)."""
-    procs = _windows_processes(name) if sys.platform.startswith("win") else _posix_processes()
-    return {pid for pid, pname, _, _ in procs if pname.lower().startswith(name.lower())}
+    return {pid for pid, pname, _, _ in _named_processes(name) if pname.lower().startswith(name.lower())}
 
 
 def find_game_process(name: str, launcher_pid: int, pids_before: set[int]) -> int | None:
     """Windows: the game process started by the launcher ``launcher_pid`` (its child, else the only
-    new process of that name), or None if not (yet) found or ambiguous. Linux uses
-    :func:`find_launched_game`, which cannot take a stranger's process."""
-    procs = _windows_processes(name) if sys.platform.startswith("win") else _posix_processes()
+    new process of that name), or None if not (yet) found or ambiguous; the fallback when the game
+    carries no launch marker. :func:`find_launched_game` cannot take a stranger's process."""
+    procs = _named_processes(name)
     new = [(pid, ppid, sid) for pid, pname, ppid, sid in procs
            if pname.lower().startswith(name.lower()) and pid not in pids_before]
     ours = [pid for pid, ppid, sid in new if pid == launcher_pid or ppid == launcher_pid or sid == launcher_pid]
@@ -323,7 +345,7 @@ def is_our_game(pid: int) -> bool:
 
 
 def free_port_of_our_games(port: int, timeout_s: float = 10.0) -> list[int]:
-    """Linux: before a launch, kill a game of ours that still listens on ``port``; returns its pids.
+    """Before a launch (Linux and Windows), kill a game of ours that still listens on ``port``; returns its pids.
 
     A game of ours is a process carrying ``RULKA_TMI_LAUNCH_ID`` (left by an earlier collector or
     run). Anything else is not killed.
@@ -438,24 +460,67 @@ def launch_linux_script(
     return game
 
 
+def _start_windows(command: str, env: dict[str, str]) -> subprocess.Popen:
+    """Start TMLoader's command line (one string: TMLoader parses /configstring="..." itself)."""
+    return subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
+                            creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0))
+
+
+def launch_windows_tmloader(
+    command: str,
+    port: int,
+    *,
+    game_process_name: str = "TmForever",
+    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+    lock_path: str | Path | None = None,
+    lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+    find_grace_s: float = 30.0,
+) -> SubprocessGame:
+    """Windows: run TMLoader's ``command`` to start a game on ``port``, as :func:`launch_linux_script` does
+    on Linux: under the launch lock, the port freed of a game of ours, the launch marker in TMLoader's
+    environment, the game waited for until its port is served.
+
+    Raises:
+        ProcessFactsUnavailable: psutil is missing (processes cannot be inspected).
+        PortHeldError: a stranger's process holds the port (left alive).
+        GameLaunchError: no game served the port within ``ready_timeout_s`` (what was started is killed).
+        LaunchLockTimeout: other launches held the lock for ``lock_timeout_s``.
+    """
+    require_process_facts()
+    launch_id = uuid.uuid4().hex
+    with LaunchLock(lock_path, timeout_s=lock_timeout_s):
+        free_port_of_our_games(port)
+        before = game_pids(game_process_name)
+        env = dict(os.environ, **{LAUNCH_MARKER: launch_id, PORT_MARKER: str(int(port))})
+        popen = _start_windows(command, env)
+        game = SubprocessGame(popen, port, game_process_name=game_process_name, pids_before=before,
+                              launch_id=launch_id, find_grace_s=find_grace_s)
+        try:
+            game.wait_until_served(ready_timeout_s)
+        except BaseException:
+            game.terminate()
+            raise
+    log.info("game for port %d is served (game pid %s, launch %s)", port, game.game_pid, launch_id)
+    return game
+
+
 def default_launcher(settings: TMISettings, platform: str | None = None, *,
                      lock_path: str | Path | None = None) -> Launcher:
     """The launcher for this OS; checks the settings it needs first (clear error if missing).
 
-    On Linux launches go through :func:`launch_linux_script` (lock, orphan check, marker; the port
-    must be served within ``settings.start_timeout_s``, default 600 s); ``lock_path`` overrides the
-    lock file (tests)."""
+    Launches go through :func:`launch_linux_script` on Linux and :func:`launch_windows_tmloader` on
+    Windows (lock, orphan check, marker; the port must be served within ``settings.start_timeout_s``,
+    default 600 s); ``lock_path`` overrides the lock file (tests)."""
     platform = platform or sys.platform
     settings.require_for_launch(platform)
     ready_timeout_s = settings.start_timeout_s or DEFAULT_READY_TIMEOUT_S
 
     def launch(port: int) -> GameProcess:
         if platform.startswith("win"):
-            before = game_pids(settings.game_process_name)
             # A single string: TMLoader parses /configstring="..." itself.
             cmd = subprocess.list2cmdline(tmloader_command(settings, port)[:4]) + " " + tmloader_command(settings, port)[4]
-            popen = subprocess.Popen(cmd, creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0))
-            return SubprocessGame(popen, port, game_process_name=settings.game_process_name, pids_before=before)
+            return launch_windows_tmloader(cmd, port, game_process_name=settings.game_process_name,
+                                           ready_timeout_s=ready_timeout_s, lock_path=lock_path)
         return launch_linux_script(linux_script_command(settings, port), port,
                                    game_process_name=settings.game_process_name,
                                    ready_timeout_s=ready_timeout_s, lock_path=lock_path)

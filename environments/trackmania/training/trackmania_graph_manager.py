@@ -12,6 +12,7 @@ What it adds to :class:`~rulka.graph_manager.BasicRLGraphManager`:
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,16 +60,25 @@ def check_collector_timeout(collector_timeout_s: float, start_timeout_s: float, 
             raise ConfigError(
                 f"performance.collector_timeout_s = {collector_timeout_s:g} s would kill a Ray collector whose game is "
                 f"still starting (the game's start deadline is {start_timeout_s:g} s, TMI_START_TIMEOUT_S): set "
-                f"performance.collector_timeout_s to at least {needed:g} (-cp performance.collector_timeout_s={needed:g}) "
-                f"or lower TMI_START_TIMEOUT_S to at most {float(collector_timeout_s) - START_MARGIN_S:g}")
+                f"performance.collector_timeout_s to at least {needed:g} (-cp performance.collector_timeout_s={needed:g})"
+                + _or_lower("TMI_START_TIMEOUT_S", float(collector_timeout_s) - START_MARGIN_S, "TMI_START_TIMEOUT_S={:g}"))
         return
     needed = float(step_timeout_s) + STEP_MARGIN_S
     if float(collector_timeout_s) < needed:
         raise ConfigError(
             f"performance.collector_timeout_s = {collector_timeout_s:g} s would kill a collector whose game may still "
             f"answer one race step (environment.timeout_during_run_ms = {step_timeout_s * 1000:g} ms): set "
-            f"performance.collector_timeout_s to at least {needed:g} (-cp performance.collector_timeout_s={needed:g}) "
-            f"or lower environment.timeout_during_run_ms to at most {(float(collector_timeout_s) - STEP_MARGIN_S) * 1000:g}")
+            f"performance.collector_timeout_s to at least {needed:g} (-cp performance.collector_timeout_s={needed:g})"
+            + _or_lower("environment.timeout_during_run_ms", math.floor((float(collector_timeout_s) - STEP_MARGIN_S) * 1000),
+                        "-cp environment.timeout_during_run_ms={:g}"))
+
+
+def _or_lower(name: str, at_most: float, form: str) -> str:
+    """The second fix of a watchdog refusal, lowering ``name`` to ``at_most``; empty when that is no
+    possible value (both fields must be > 0: a watchdog under the margin leaves only the first fix)."""
+    if at_most <= 0:
+        return ""
+    return f" or lower {name} to at most {at_most:g} ({form.format(at_most)})"
 
 
 def greedy_race_line(reset_seed: int, info: dict[str, Any]) -> str:

@@ -220,3 +220,11 @@ class GameOwner(Corridor):
 def game_owner_factory(games: str, params, instance: int = 0) -> gym.Env:
     """Use as ``functools.partial(game_owner_factory, path)``."""
     return GameOwner(games)
+
+
+def timed_race_to(timeline: str, params, instance: int = 0) -> gym.Env:
+    """A TimedRace writing to ``timeline`` (for Ray actors, whose environment variables are the cluster's);
+    use as ``functools.partial(timed_race_to, path)``."""
+    env = TimedRace()
+    env.timeline = timeline
+    return env

@@ -2,6 +2,7 @@
 only while the pid still belongs to the process that was reported (same start time)."""
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing as mp
 import subprocess
 import sys
@@ -35,7 +36,8 @@ def test_the_hook_is_found_through_wrappers_and_absent_means_nothing():
     assert owned_pids(_Wrapper(object())) == () and owned_ports(object()) == ()
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="start times are read from /proc (Linux)")
+@pytest.mark.skipif(not sys.platform.startswith("linux") and importlib.util.find_spec("psutil") is None,
+                    reason="start times need psutil (or /proc, Linux)")
 def test_a_reported_process_is_killed_only_under_its_start_time():
     """A pid reported with another start time (reused by another program) is left alone; the right one is killed."""
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

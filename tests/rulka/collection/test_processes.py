@@ -1,4 +1,5 @@
 """Collector processes: feeding the learner, and surviving collectors that raise, hang or are killed."""
+import functools
 import os
 import signal
 import threading
@@ -6,7 +7,8 @@ import time
 
 import pytest
 
-from tests.rulka.collection.envs import make_graph_manager, record_sources
+from rulka.collection.owned import process_start_time
+from tests.rulka.collection.envs import game_owner_factory, make_graph_manager, record_sources
 
 
 def test_two_collectors_with_batched_environments_feed_one_learner():
@@ -98,3 +100,78 @@ def test_a_resumed_run_and_a_replaced_collector_continue_episode_numbers(tmp_pat
     assert episodes and all(number > saved[str(instance)] for instance, number in episodes)
     collection = second.collection
     assert collection.episodes.started[0] >= max(n for i, n in episodes if i == 0)  # what a replacement starts after
+
+
+def _games(path) -> list[int]:
+    return [int(pid) for pid in path.read_text().split()] if path.exists() else []
+
+
+def _kill_left(pids) -> list[int]:
+    """Kill whatever of ``pids`` still runs (a failed test leaves nothing behind either); the pids that ran."""
+    alive = [pid for pid in pids if process_start_time(pid) is not None]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    return alive
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("fault", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "hung"])
+def test_a_failed_collectors_game_is_killed_by_the_learner_before_its_replacement_starts(fault, tmp_path):
+    """A collector's environment runs a "game" in a session of its own (it outlives the collector, as a
+    TrackMania game does). SIGKILL the collector (it dies without closing its environment), or SIGSTOP it
+    (hung: the 2 s watchdog kills it): the learner kills the game it reported (by pid, under its start
+    time) before the replacement starts, and says so; at the end no game of any incarnation is left.
+    Fails when ``ProcessCollection._kill_owned`` does nothing (checked)."""
+    games = tmp_path / "games.txt"
+    graph_manager = make_graph_manager(collectors=1, collector_timeout_s=2.0,
+                                       env_factory=functools.partial(game_owner_factory, str(games)))
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (graph_manager.improve(2_000, show_progress=False), done.set()))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (graph_manager.collection is not None
+                                                   and graph_manager.collection.status.read_owned(0)[0]):
+            time.sleep(0.1)
+        [(game, _)], ports = graph_manager.collection.status.read_owned(0)
+        assert ports == [45678]
+        os.kill(graph_manager.collection.children[0].process.pid, fault)
+        while time.monotonic() < deadline and not graph_manager.collector_events:  # logged after the kill
+            time.sleep(0.1)
+        assert process_start_time(game) is None, "the failed collector's game was not killed"
+        event = graph_manager.collector_events[0]
+        assert f"pids {game}; ports 45678) were killed" in event, event
+        thread.join(120)
+    finally:
+        thread.join(120)
+        alive = _kill_left(_games(games))
+    assert done.is_set() and not alive
+    # the learner's own first environment (it reads the spaces, then closes it) and one per incarnation
+    assert len(_games(games)) == 3
+
+
+@pytest.mark.reliability
+def test_a_collector_sent_sigterm_kills_its_games_while_the_learner_is_frozen(tmp_path):
+    """SIGTERM to a collector process whose learner does nothing (frozen: it never polls, so it cannot
+    kill a dead collector's games): the collector closes its environments and kills the game it owns
+    before it exits (exit status 143), instead of dying at once with the game left running. Seen before
+    the fix: the game outlived the collector (4 orphaned games with the stand-in configuration)."""
+    games = tmp_path / "games.txt"
+    graph_manager = make_graph_manager(collectors=1, collector_timeout_s=60.0,
+                                       env_factory=functools.partial(game_owner_factory, str(games)))
+    collection = graph_manager.start_collection()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not collection.status.read_owned(0)[0]:
+            time.sleep(0.1)
+        [(game, _)], _ = collection.status.read_owned(0)
+        process = collection.children[0].process
+        os.kill(process.pid, signal.SIGTERM)
+        process.join(30)
+        assert process.exitcode == 143, process.exitcode
+        assert process_start_time(game) is None, "the collector's game outlived it"
+    finally:
+        left = _kill_left(_games(games))  # before stop(), whose own kill would hide a leftover
+        collection.stop()
+        graph_manager.close()
+    assert not left

@@ -173,3 +173,40 @@ def test_cartpole_iqn_reaches_its_golden_threshold_with_a_ray_collector(ray):
     assert summary.reached_threshold, (f"best evaluation {summary.best_evaluation} after {summary.env_steps} env "
                                        f"steps; history {graph_manager.evaluation_history}")
     assert summary.env_steps <= validation.max_env_steps
+
+
+@pytest.mark.reliability
+def test_an_actor_plays_its_race_to_the_end_while_the_learner_pauses_and_waits_between_races(ray, tmp_path):
+    """Races of 40 actions (5 ms each) in chunks of 5: the learner takes the first call's chunks, then reads
+    nothing for 3 s (a checkpoint, an evaluation). The actor plays the race in flight to its end without a
+    pause (its calls in flight alone hold 2 chunks: it used to stop there, mid-race), starts no new race
+    while chunks wait, and once the learner reads again it gets every chunk, in order, and races on."""
+    from tests.rulka.collection.envs import read_timeline, timed_race_to
+
+    timeline = tmp_path / "timeline.txt"
+    graph_manager = make_graph_manager(env_factory=functools.partial(timed_race_to, str(timeline)), collectors=1,
+                                       rollout_chunk_actions=5, collector_backend="ray", collector_timeout_s=60.0)
+    collection = RayCollection(graph_manager.collector_setup(), graph_manager.agent)
+    rollouts = []
+    try:
+        collection.start(graph_manager.agent, heatup=True)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not rollouts:
+            rollouts += collection.poll(True, timeout=0.05)  # the first call: the actor is up and racing
+        paused_at = time.monotonic()
+        time.sleep(3.0)  # the learner pauses: reads nothing
+        races = read_timeline(timeline)
+        assert len(races[0]) == 40 + 1, f"the race in flight stopped after {len(races[0]) - 1} actions"
+        assert len(races) <= 2 and (len(races) == 1 or len(races[1]) == 1), \
+            "the actor started racing again while its chunks waited for the learner"
+        gaps = [b - a for race in races for a, b in zip(race, race[1:])]
+        assert max(gaps) < 1.0, f"the actor paused {max(gaps):.2f} s in the middle of a race"
+        while time.monotonic() < deadline and sum(r.episode_ended for r in rollouts) < 2:
+            rollouts += collection.poll(True, timeout=0.05)
+    finally:
+        collection.stop()
+    first = [r for r in rollouts if r.episode == 1]
+    assert [r.length for r in first] == [5] * 8 and first[-1].terminated
+    races = read_timeline(timeline)
+    assert races[1][0] - races[0][-1] > 2.0 and races[1][0] > paused_at + 2.0, "no wait between races"
+    assert collection.stats.restarts == 0

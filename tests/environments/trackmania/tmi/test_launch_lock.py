@@ -299,3 +299,85 @@ def test_a_reused_game_pid_is_neither_followed_nor_killed(scene):
     assert not game.is_alive() and game.pids == ()
     game.terminate()
     assert pid_alive(stranger)
+
+
+# ---------------------------------------------------------------------- the Windows branch, platform faked
+def _fake_tmloader(monkeypatch, script: Path, pass_marker: bool = True) -> None:
+    """Run TMLoader's command line on Linux: the launch script gets the port of ``/configstring="set
+    custom_port N"`` (and exits after detaching the game, as TMLoader does); ``pass_marker`` False drops the
+    launch marker from the game's environment (a TMLoader that does not pass it on)."""
+    import re
+
+    from environments.trackmania.tmi import launcher
+
+    def start(command: str, env: dict[str, str]) -> subprocess.Popen:
+        assert command.endswith('"') and "/configstring=" in command  # one string, as TMLoader parses it
+        port = re.search(r"custom_port (\d+)", command).group(1)
+        env = dict(env) if pass_marker else {k: v for k, v in env.items() if k != LAUNCH_MARKER}
+        return subprocess.Popen([str(script), port], env=env, start_new_session=True, stdin=subprocess.DEVNULL)
+
+    monkeypatch.setattr(launcher, "_start_windows", start)
+
+
+def _windows_settings(scene: Scene, script: Path) -> TMISettings:
+    return TMISettings(account_name="bot", tmloader_path=str(script), tmloader_profile="rulka",
+                       game_process_name=GAME_NAME, start_timeout_s=20.0)
+
+
+@pytest.mark.reliability
+def test_windows_launches_take_the_lock_and_reclaim_our_own_game_on_the_port(scene, monkeypatch):
+    """Windows (faked): two launches at once run one at a time (the launch lock); a game of ours left on
+    one port by an earlier run is killed first; each new game is found by the launch marker and followed
+    by its creation time (a pid whose creation time differs is not ours: not alive, not killed)."""
+    script = scene.script(delay=0.4)
+    _fake_tmloader(monkeypatch, script)
+    ports = [free_port(), free_port()]
+    orphan = scene.other_game(ports[0], marker="an-earlier-run")
+    games, errors = [], []
+
+    def launch(port: int) -> None:
+        try:
+            games.append(default_launcher(_windows_settings(scene, script), platform="win32",
+                                          lock_path=scene.lock_path)(port))
+        except Exception as exc:  # noqa: BLE001 - reported by the assert below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=launch, args=(p,)) for p in ports]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not errors, errors
+    assert not pid_alive(orphan)
+    events = scene.events()
+    start = {port: t for kind, port, t in events if kind == "start"}
+    listen = {port: t for kind, port, t in events if kind == "listen"}
+    first, second = sorted(ports, key=lambda p: start[p])
+    assert listen[first] <= start[second], f"the launches overlapped: {events}"
+    for game in games:
+        assert game.game_pid == scene.launched_pid(game.port) and game.is_alive()
+    impostor, real = games
+    impostor.game_started += 1  # as if the pid now named a later process
+    assert not impostor.is_alive() and impostor.game_pid not in impostor.pids
+    real.terminate()
+    assert not pid_alive(real.game_pid) and not port_listeners(real.port).listening
+    impostor.terminate()
+    assert pid_alive(impostor.game_pid), "a pid whose creation time changed was killed"
+
+
+@pytest.mark.reliability
+def test_windows_finds_a_game_without_the_marker_and_refuses_a_strangers_port(scene, monkeypatch):
+    """Windows (faked), a TMLoader that does not pass the marker on: the game is found as the launch's
+    new process of the game's name. A program rulka did not launch on the port is named, not killed."""
+    script = scene.script()
+    _fake_tmloader(monkeypatch, script, pass_marker=False)
+    port = free_port()
+    game = default_launcher(_windows_settings(scene, script), platform="win32", lock_path=scene.lock_path)(port)
+    assert game.game_pid == scene.launched_pid(port) and game.is_alive()
+    game.terminate()
+    assert not pid_alive(game.game_pid)
+    held = free_port()
+    stranger = scene.other_game(held, marker=None)
+    with pytest.raises(PortHeldError, match=f"kill {stranger}"):
+        default_launcher(_windows_settings(scene, script), platform="win32", lock_path=scene.lock_path)(held)
+    assert pid_alive(stranger)
