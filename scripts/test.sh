@@ -12,6 +12,8 @@ python3 -m venv .venv
 .venv/bin/pip install -q torch==2.13.0 -e '.[test]'
 # Ray (the collector_backend: ray tests); where it cannot be installed those tests skip and say why.
 .venv/bin/pip install -q -e '.[test,ray]' || echo "scripts/test.sh: could not install Ray; the Ray collector tests will skip"
+# scipy (the tune extra: the racing-line driver); where it cannot be installed its tests skip and say why.
+.venv/bin/pip install -q -e '.[tune]' || echo "scripts/test.sh: could not install scipy; the racing-line driver tests will skip"
 # matplotlib (the plots extra: training curves with axes); where it cannot be installed the curve test skips.
 .venv/bin/pip install -q -e '.[plots]' || echo "scripts/test.sh: could not install matplotlib; the curve test will skip"
 .venv/bin/python -m pytest -q "$@"
