@@ -181,6 +181,10 @@ class BaselineDriver:
         self._idx = i
         return i
 
+    def _may_accelerate(self, v: float, i: int) -> bool:
+        """Whether the car at forward speed ``v`` (m/s) at path point ``i`` may accelerate (always, here)."""
+        return True
+
     def act(self, state: CarState) -> int:
         """The action (0..11) for the car in ``state``."""
         car = self.car
@@ -227,7 +231,7 @@ class BaselineDriver:
         target = max(target, 5.0)
         if i >= self._n - 2:
             target = car.gear_top_speed[-1]
-        accelerate = v < target
+        accelerate = v < target and self._may_accelerate(v, i)
         brake = v > target + BRAKE_MARGIN_MS
         if brake:
             accelerate = False

@@ -6,15 +6,18 @@ less ``edge_margin_m`` (and off the side patches of grass or slippery surface th
 road); the offsets minimise the sum of the squared second differences of the path's points, a
 bounded linear least-squares problem, solved by a primal active-set method on its pentadiagonal normal
 equations (``scipy.linalg.solve_banded``: a few tenths of a second for a 1.3 km track, where
-``scipy.optimize.lsq_linear`` took seconds on this ill-conditioned problem). The line is linear between
-knots and reaches every reference-line point.
+``scipy.optimize.lsq_linear`` took seconds on this ill-conditioned problem). The path is straight
+between the knots (drawn at every reference-line point).
 
 Speed (:func:`line_speed_profile`): the quasi-steady-state profile of that line (the classical
 driver's model: lateral grip of the surface under the line x g x downforce, the steering lock,
-braking limit), with the engine, turbo pads and slopes in the forward pass. The driver's speed
-target is the braking-limited speed (it accelerates whenever it may); the forward pass predicts the
-race time. At ``grip_safety = brake_safety = 1`` that prediction is the *speed-profile bound* of the
-line: what the car could do on it if it cornered and braked at the model's limits everywhere.
+braking limit; where the line turns, no faster than the car can cross a crest on the ground: a car
+that takes off turning keeps its yaw rate in the air and lands sliding), with the engine, turbo pads
+and slopes in the forward pass. The driver's speed target is the braking-limited speed; it accelerates
+below it while the grip that full throttle leaves (the friction circle) still holds the line's
+curvature. The forward pass predicts the race time. At ``grip_safety = brake_safety = 1`` that
+prediction is the *speed-profile bound* of the line: what the car could do on it if it cornered and
+braked at the model's limits everywhere.
 
 Control: the classical driver's pure pursuit and sigma-delta steering, on the planned line.
 
@@ -33,6 +36,7 @@ import numpy as np
 
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 from environments.trackmania.sim.car_parameters import CarParameters
+from environments.trackmania.sim.geometry import sim_geometry
 from environments.trackmania.sim.surfaces import SURFACE_BOOST, SURFACE_GRIP
 from environments.trackmania.backend import SURFACE_ASPHALT
 from environments.trackmania.tools.baseline import BaselineDriver, DriverMargins, engine_acceleration, steering_lock_speed
@@ -45,6 +49,8 @@ PLAN_SPACING_M = 2.0
 LINE_CURVATURE_HALF_WINDOW_M = 3.0
 #: The car starts within this distance of the reference line (the simulator's start jitter), m.
 START_LATERAL_M = 0.5
+#: Where the line turns tighter than this (1/m) the profile keeps the car on the ground over crests.
+TURNING_CURVATURE = 1.0 / 150.0
 #: Penalty (s) of a race that does not finish or touches a wall, plus 100 s per missing fraction of the track.
 FAILED_RACE_S = 1000.0
 #: The search space of :func:`tune_racing_line`: (low, high) per margin.
@@ -151,7 +157,10 @@ def plan_racing_line(track: Track, edge_margin_m: float = RacingLineMargins.edge
     offsets = _box_qp_banded(*_curvature_normal_equations(nrm, d2p), lo, hi)
     arc = track.arc_length
     lateral = np.interp(arc, arc[knots], offsets)
-    xz = ref + lateral[:, None] * normal
+    # the path between knots is the straight segment between the planned points (not the reference line's
+    # own points offset, which would bring back its quantisation: 0.1 m steps on a recorded line)
+    q = p + offsets[:, None] * nrm
+    xz = np.stack([np.interp(arc, arc[knots], q[:, 0]), np.interp(arc, arc[knots], q[:, 1])], axis=1)
     s = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(xz, axis=0), axis=1))])
     return RacingLine(lateral=lateral, xz=xz, s=s, lo=lo_all, hi=hi_all)
 
@@ -270,6 +279,15 @@ def line_speed_profile(track: Track, line: RacingLine, car: CarParameters | None
     with np.errstate(divide="ignore"):
         v_grip = np.where(denom > 1e-9, np.sqrt(mu * g / np.maximum(denom, 1e-9)), np.inf)
     v_max = np.minimum(np.minimum(v_grip, steering_lock_speed(car, curvature)), car.gear_top_speed[-1])
+    # over a crest the car flies once v^2 * crest > g (1 + downforce v^2) + airborne margin; a car that takes
+    # off turning keeps its yaw rate in the air and lands sliding: turning, it stays on the ground
+    crest = _crest_curvature(track)
+    lift = crest - g * car.downforce
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v_fly = np.where(lift > 1e-9, np.sqrt((g + car.airborne_acceleration_margin) / np.maximum(lift, 1e-9)),
+                         np.inf)
+    turning = np.convolve(curvature > TURNING_CURVATURE, np.ones(2 * k + 1), mode="same") > 0
+    v_max = np.where(turning, np.minimum(v_max, v_fly), v_max)
     y = track.reference_line[:, 1]
     ds = np.maximum(np.diff(s), 1e-6)
     slope = np.diff(y) / ds
@@ -297,6 +315,15 @@ def line_speed_profile(track: Track, line: RacingLine, car: CarParameters | None
                        predicted_time_s=time_s)
 
 
+def _crest_curvature(track: Track) -> np.ndarray:
+    """(N,) -d(slope)/ds of the simulator's road (1/m): positive over a crest, where a car at speed v
+    leaves the ground once v^2 times it exceeds gravity with downforce plus the car's
+    airborne_acceleration_margin."""
+    geo = sim_geometry(track)
+    slope, s = np.asarray(geo.slope), np.asarray(geo.s)
+    return -np.gradient(slope, s)
+
+
 class RacingLineDriver(BaselineDriver):
     """Drives its own planned line (:func:`plan_racing_line`) from :class:`CarState` alone: the classical
     driver's control on that line, aiming at the braking-limited speed of its profile."""
@@ -312,6 +339,18 @@ class RacingLineDriver(BaselineDriver):
         self.line_profile = line_speed_profile(track, self.line, self.car, m.grip_safety, m.brake_safety)
         self.profile = self.line_profile
         self._follow(self.line.xz, self.line.s, self.line_profile.v_brake)
+
+    def _may_accelerate(self, v: float, i: int) -> bool:
+        """Accelerate only while the grip left beside full throttle (the friction circle:
+        sqrt(1 - (a_engine / traction)^2) of it, at least the car's min_lateral_grip_fraction) still holds
+        the line's curvature at point ``i`` at speed ``v``: at the limit of a corner the car holds its speed."""
+        car = self.car
+        df = 1.0 + car.downforce * v * v
+        traction = self.line_profile.grip[i] * car.gravity * df
+        used = min(1.0, max(engine_acceleration(car, v), 0.0) / traction)
+        lateral = traction * self.racing_margins.grip_safety * max(car.min_lateral_grip_fraction,
+                                                                    math.sqrt(1.0 - used * used))
+        return v * v * self.line_profile.curvature[i] <= lateral
 
     def bound_s(self) -> float:
         """The speed-profile bound of this driver's line (grip and braking at the model's limits), s."""

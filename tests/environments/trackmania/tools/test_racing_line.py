@@ -13,8 +13,11 @@ from environments.trackmania.sim.car_parameters import CarParameters  # noqa: E4
 from environments.trackmania.tools import racing_line  # noqa: E402
 from environments.trackmania.tools.baseline import run_baseline  # noqa: E402
 from environments.trackmania.tracks import BUILTIN_TRACK_NAMES, get_track  # noqa: E402
+from tests.environments.trackmania.helpers import require_hockolicious  # noqa: E402
 
-TRACKS = list(BUILTIN_TRACK_NAMES) + ["procedural:1", "procedural:7", "loop:2"]
+#: procedural:4 and procedural:9 hit the barriers before the throttle kept to the friction circle (4) and the
+#: profile kept the car on the ground over a crest in a bend (9).
+TRACKS = list(BUILTIN_TRACK_NAMES) + ["procedural:1", "procedural:4", "procedural:7", "procedural:9", "loop:2"]
 
 
 @pytest.mark.parametrize("name", TRACKS)
@@ -30,6 +33,15 @@ def test_racing_line_finishes_between_the_barriers_faster_than_the_line_follower
     follower = run_baseline(name)
     assert follower.finished and result.race_time_s < follower.race_time_s
     assert result.race_time_s > 0.9 * result.bound_s
+
+
+def test_racing_line_finishes_hockolicious_faster_than_the_line_follower():
+    """On the real 4 km Hockolicious line (recorded, quantised to 0.1 m) the planned path is drawn between
+    its knots, not on the recorded points: the driver finishes clean and faster than the line follower."""
+    require_hockolicious()
+    result = racing_line.run_racing_line("hockolicious")
+    assert result.clean
+    assert result.race_time_s < run_baseline("hockolicious").race_time_s
 
 
 def test_the_planned_line_keeps_to_the_road_and_bends_less_than_the_reference_line():
