@@ -1,4 +1,5 @@
-"""bench/trackmania_vs_baseline.py --summarize: the table from run folders, whatever their map cycle names."""
+"""bench/trackmania_vs_baseline.py: the table from run folders, whatever their map cycle names; each track over
+its seeds against both classical drivers; --seeds."""
 from __future__ import annotations
 
 import sys
