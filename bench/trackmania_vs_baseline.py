@@ -116,7 +116,8 @@ def references(track: str) -> References:
     except (ImportError, ValueError) as error:
         refs.racing_setting = f"not run: {error}"
     else:
-        refs.racing_s, refs.racing_setting, refs.racing_bound_s = racing.race_time_s, str(racing.margins), racing.bound_s
+        refs.racing_s, refs.racing_bound_s = racing.race_time_s, racing.bound_s
+        refs.racing_setting = str(racing.margins)
     return refs
 
 
@@ -332,7 +333,8 @@ def seed_lines(rows: list[dict], minutes: float) -> list[str]:
             f"seed {row['seed']} " + (f"{100 * row['stats'].late_missed_share:.1f} % of {row['stats'].late_races}"
                                       if row["stats"].late_races else "no races") for row in group)
         lines += [
-            f"{track}, {len(group)} seed(s) ({seeds}): best greedy race median (best .. worst) {_spread(best, _seconds)} s; "
+            f"{track}, {len(group)} seed(s) ({seeds}): best greedy race median (best .. worst) "
+            f"{_spread(best, _seconds)} s; "
             f"/ tuned line-following ({tuned:.2f} s) {_spread(best, lambda v: _ratio(v, tuned))}; "
             f"/ racing line ({_seconds(racing)} s) {_spread(best, lambda v: _ratio(v, racing))}",
             f"  first beat the references at minute: {beats}",

@@ -29,17 +29,18 @@ from __future__ import annotations
 
 import importlib
 import math
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
+from environments.trackmania.backend import SURFACE_ASPHALT
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 from environments.trackmania.sim.car_parameters import CarParameters
 from environments.trackmania.sim.geometry import sim_geometry
 from environments.trackmania.sim.surfaces import SURFACE_BOOST, SURFACE_GRIP
-from environments.trackmania.backend import SURFACE_ASPHALT
-from environments.trackmania.tools.baseline import BaselineDriver, DriverMargins, engine_acceleration, steering_lock_speed
+from environments.trackmania.tools.baseline import (BaselineDriver, DriverMargins, engine_acceleration,
+                                                    steering_lock_speed)
 from environments.trackmania.track import Track
 from environments.trackmania.tracks import resolve_track
 
@@ -485,12 +486,15 @@ def tune_racing_line(track_name: str | Track = "short", seed: int = 0, max_races
     x0 = np.array([getattr(start, name) for name in TUNE_BOUNDS])
     bounds = list(TUNE_BOUNDS.values())
     # a wide first simplex: the race time is a step function of the margins, a small one would stall
-    widths = np.array([0.25 * (high - low) for low, high in bounds])
-    simplex = np.vstack([x0] + [np.clip(x0 + np.eye(len(x0))[i] * widths[i] * (1 if x0[i] + widths[i] <= bounds[i][1]
-                                                                                 else -1), *bounds[i])
-                                for i in range(len(x0))])
+    simplex = [x0]
+    for i, (low, high) in enumerate(bounds):
+        vertex = x0.copy()
+        width = 0.25 * (high - low)
+        vertex[i] = x0[i] + width if x0[i] + width <= high else x0[i] - width
+        simplex.append(vertex)
     optimize.minimize(cost, x0, method="Nelder-Mead", bounds=bounds,
-                      options={"initial_simplex": simplex, "maxfev": max_races or TUNE_MAX_RACES, "xatol": 0.01, "fatol": 0.005})
+                      options={"initial_simplex": np.array(simplex), "maxfev": max_races or TUNE_MAX_RACES,
+                               "xatol": 0.01, "fatol": 0.005})
     clean = [(r.race_time_ms, str(m), m) for m, r in tried.items() if r.clean]
     if not clean:
         raise ValueError(f"no setting of the racing-line driver finishes {track.name} without touching a barrier "

@@ -2,6 +2,7 @@
 line-following driver, its tuner improves on its shipped margins, and a missing scipy is named."""
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -109,6 +110,34 @@ def test_tune_improves_on_the_shipped_margins_and_the_cli_reports_both_drivers(m
     assert (f"racing-line driver finished in {tuned.race_time_s:.2f} s with {tuned.margins} ({tuned.races} races "
             f"tried; shipped margins: {tuned.shipped_time_s:.2f} s); speed-profile bound of its line "
             f"{tuned.bound_s:.2f} s (race / bound {tuned.bound_ratio:.3f})") in out
+
+
+def test_the_search_starts_from_the_shipped_margins_one_margin_moved_at_a_time(monkeypatch):
+    """The tuner's first races: the shipped margins, then each margin alone moved by a quarter of its range
+    (inside its bounds), the others kept: the optimiser's first simplex spans the search space."""
+    tried = []
+
+    def race(track, seed=0, margins=None, line=None, with_bound=True):
+        tried.append(margins)
+        return racing_line.RacingLineResult(track="t", margins=margins, finished=True, race_time_ms=20000 - len(tried),
+                                            steps=1, progress_fraction=1.0, end_reason="finished", wall_hits=0,
+                                            max_lateral_m=0.0, predicted_time_s=20.0, bound_s=math.nan)
+
+    monkeypatch.setattr(racing_line, "run_racing_line", race)
+    monkeypatch.setattr(racing_line, "plan_racing_line", lambda track, edge: None)
+    monkeypatch.setattr(racing_line, "line_speed_profile", lambda track, line: racing_line.LineProfile(
+        *([np.zeros(1)] * 5), predicted_time_s=19.0))
+    racing_line.tune_racing_line("short", max_races=5)
+    shipped = racing_line.RacingLineMargins()
+    assert tried[0] == shipped
+    names = list(racing_line.TUNE_BOUNDS)
+    for name, margins in zip(names, tried[1:5]):
+        low, high = racing_line.TUNE_BOUNDS[name]
+        moved = {n for n in names if getattr(margins, n) != getattr(shipped, n)}
+        assert moved == {name}
+        assert getattr(margins, name) == pytest.approx(getattr(shipped, name) + 0.25 * (high - low), abs=0.006) \
+            or getattr(margins, name) == pytest.approx(getattr(shipped, name) - 0.25 * (high - low), abs=0.006)
+        assert low <= getattr(margins, name) <= high
 
 
 def test_a_missing_scipy_is_named_with_the_install_command(monkeypatch, capsys):
