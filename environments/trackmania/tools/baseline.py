@@ -11,6 +11,8 @@ binary steering modulated by a sigma-delta accumulator; accelerate below the pro
 The shipped margins (:class:`DriverMargins`: grip 0.8, braking 0.7, look-ahead gain 0.45 s) are
 safe everywhere; :func:`tune_baseline` (``rulka baseline --tune``) searches them per track for the
 fastest finishing race: the tuned driver is the reference the benches compare the agent with.
+The racing-line driver (racing_line.py) plans its own line within the road and drives it with this
+driver's control.
 """
 from __future__ import annotations
 
@@ -68,7 +70,7 @@ class SpeedProfile:
     predicted_time_s: float
 
 
-def _engine_acceleration(car: CarParameters, v: float) -> float:
+def engine_acceleration(car: CarParameters, v: float) -> float:
     """Full-throttle acceleration at speed ``v`` in the automatic gearbox's gear (drag included), m/s^2."""
     gear = 1
     while gear < len(car.gear_top_speed) - 1 and v >= car.gear_top_speed[gear] * car.rpm_upshift / car.rpm_max:
@@ -80,6 +82,23 @@ def _engine_acceleration(car: CarParameters, v: float) -> float:
         f = (rpm - car.rpm_torque_peak_end) / (car.rpm_max - car.rpm_torque_peak_end)
         torque = 1.0 - (1.0 - car.torque_at_rpm_max) * min(f, 1.0)
     return car.gear_acceleration[gear] * torque - car.aero_drag * v * v - car.rolling_resistance
+
+
+_engine_acceleration = engine_acceleration  # the name before the racing-line driver shared it
+
+
+#: The steering lock must reach this much more than the curvature (room to correct).
+STEER_LOCK_HEADROOM = 1.1
+
+
+def steering_lock_speed(car: CarParameters, curvature: np.ndarray) -> np.ndarray:
+    """(N,) the highest speed (m/s) at which the steering lock, ``tan(steer_max / (1 + v / scale)) / L``,
+    still turns :data:`STEER_LOCK_HEADROOM` x ``curvature`` (N,) 1/m; inf where any speed does."""
+    v_grid = np.linspace(0.0, car.gear_top_speed[-1], 400)
+    kappa_lock = np.tan(car.steer_max / (1.0 + v_grid / car.steer_speed_scale)) / car.wheelbase
+    idx = np.searchsorted(-kappa_lock, -curvature * STEER_LOCK_HEADROOM)  # first speed whose lock is below the need
+    v_steer = v_grid[np.clip(idx, 0, len(v_grid) - 1)]
+    return np.where(idx >= len(v_grid), np.inf, v_steer)
 
 
 def speed_profile(track: Track, car: CarParameters | None = None, margins: DriverMargins | None = None
@@ -104,12 +123,7 @@ def speed_profile(track: Track, car: CarParameters | None = None, margins: Drive
     denom = curvature - grip * g * car.downforce
     with np.errstate(divide="ignore"):
         v_grip = np.where(denom > 1e-9, np.sqrt(grip * g / np.maximum(denom, 1e-9)), np.inf)
-    # steering lock: kappa_lock(v) = tan(steer_max / (1 + v / scale)) / L must reach the curvature
-    v_grid = np.linspace(0.0, car.gear_top_speed[-1], 400)
-    kappa_lock = np.tan(car.steer_max / (1.0 + v_grid / car.steer_speed_scale)) / car.wheelbase
-    idx = np.searchsorted(-kappa_lock, -curvature * 1.1)  # first speed whose lock is below the need
-    v_steer = v_grid[np.clip(idx, 0, len(v_grid) - 1)]
-    v_steer = np.where(idx >= len(v_grid), np.inf, v_steer)
+    v_steer = steering_lock_speed(car, curvature)
     v_max = np.minimum(np.minimum(v_grip, v_steer), car.gear_top_speed[-1])
     # backward pass: braking limit
     v = v_max.copy()
@@ -121,7 +135,7 @@ def speed_profile(track: Track, car: CarParameters | None = None, margins: Drive
     v[0] = 0.0
     time_s = 0.0
     for i in range(n - 1):
-        a = max(_engine_acceleration(car, v[i]), 0.0)
+        a = max(engine_acceleration(car, v[i]), 0.0)
         v_next = min(v[i + 1], math.sqrt(v[i] ** 2 + 2 * a * ds[i]))
         v[i + 1] = v_next
         time_s += ds[i] / max(0.5 * (v[i] + v_next), 0.5)
@@ -137,12 +151,15 @@ class BaselineDriver:
         self.margins = margins or DriverMargins()
         self.profile = speed_profile(track, self.car, self.margins)
         line = track.reference_line
-        self._x = line[:, 0].tolist()
-        self._z = line[:, 2].tolist()
-        self._s = track.arc_length
-        self._v = self.profile.v_profile
-        self._v_max = self.profile.v_max
-        self._n = len(line)
+        self._follow(line[:, [0, 2]], track.arc_length, self.profile.v_profile)
+
+    def _follow(self, xz: np.ndarray, s: np.ndarray, v_target: np.ndarray) -> None:
+        """Drive along the path ``xz`` (N, 2) m, of arc length ``s`` (N,) m, at the speed ``v_target`` (N,) m/s."""
+        self._x = xz[:, 0].tolist()
+        self._z = xz[:, 1].tolist()
+        self._s = s
+        self._v = v_target
+        self._n = len(xz)
         self._spacing = float(self._s[-1] / max(self._n - 1, 1))
         self._idx = 0
         self._sigma = 0.0
@@ -163,6 +180,10 @@ class BaselineDriver:
             d = (xs[i] - x) ** 2 + (zs[i] - z) ** 2
         self._idx = i
         return i
+
+    def _may_accelerate(self, v: float, i: int) -> bool:
+        """Whether the car at forward speed ``v`` (m/s) at path point ``i`` may accelerate (always, here)."""
+        return True
 
     def act(self, state: CarState) -> int:
         """The action (0..11) for the car in ``state``."""
@@ -210,7 +231,7 @@ class BaselineDriver:
         target = max(target, 5.0)
         if i >= self._n - 2:
             target = car.gear_top_speed[-1]
-        accelerate = v < target
+        accelerate = v < target and self._may_accelerate(v, i)
         brake = v > target + BRAKE_MARGIN_MS
         if brake:
             accelerate = False

@@ -24,12 +24,29 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         shipped = f"{tuned.shipped_time_s:.2f} s" if tuned.shipped_finished else "did not finish"
         print(f"track {tuned.track}: tuned driver finished in {tuned.race_time_s:.2f} s with {tuned.margins} "
               f"({tuned.races} races tried); shipped margins: {shipped}")
-        return 0
+        return _tune_racing_line(args)
     result = run_baseline(args.track, seed=args.seed)
     status = "finished" if result.finished else f"did not finish ({result.end_reason})"
     print(f"track {result.track}: {status} in {result.race_time_s:.2f} s "
           f"({result.steps} actions; speed-profile prediction {result.predicted_time_s:.2f} s)")
     return 0 if result.finished else 1
+
+
+def _tune_racing_line(args: argparse.Namespace) -> int:
+    """The racing-line driver's part of ``rulka baseline --tune``: its tuned race, its shipped margins' race
+    and the speed-profile bound of its line."""
+    try:
+        from environments.trackmania.tools.racing_line import tune_racing_line
+
+        racing = tune_racing_line(args.track, seed=args.seed, max_races=args.racing_races, progress=print)
+    except (ImportError, ValueError) as error:
+        print(f"racing-line driver: {error}")
+        return 1
+    shipped = f"{racing.shipped_time_s:.2f} s" if racing.shipped_time_s is not None else "no clean finish"
+    print(f"track {racing.track}: racing-line driver finished in {racing.race_time_s:.2f} s with {racing.margins} "
+          f"({racing.races} races tried; shipped margins: {shipped}); speed-profile bound of its line "
+          f"{racing.bound_s:.2f} s (race / bound {racing.bound_ratio:.3f})")
+    return 0
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -111,6 +128,12 @@ def _camera_size(text: str) -> str:
     return text
 
 
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, e.g. 80; got {text!r}")
+    return int(text)
+
+
 def _positive_metres(text: str) -> float:
     try:
         value = float(text)
@@ -123,11 +146,17 @@ def _positive_metres(text: str) -> float:
 
 def register_commands(subparsers: "argparse._SubParsersAction") -> None:
     """Add ``baseline``, ``record`` and ``stats`` to the main CLI's subparsers."""
-    p = subparsers.add_parser("baseline", help="race time of the classical driver on a simulator track")
+    p = subparsers.add_parser("baseline", help="race time of the classical driver on a simulator track (--tune: "
+                                               "both classical drivers, tuned)")
     p.add_argument("--track", default=DEFAULT_TRACK, help=_TRACK_HELP)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tune", action="store_true",
-                   help="search the driver's margins (grip, braking, look-ahead) for the fastest finish")
+                   help="search the margins of both classical drivers for the fastest finish: the line-following "
+                        "driver's (grip, braking, look-ahead; a grid) and the racing-line driver's (edge margin too; "
+                        "scipy's Nelder-Mead, the tune extra)")
+    p.add_argument("--racing-races", type=_positive_int, default=None, metavar="N",
+                   help="with --tune: races the racing-line driver's search may run (default "
+                        "racing_line.TUNE_MAX_RACES)")
     p.set_defaults(func=cmd_baseline)
 
     p = subparsers.add_parser("record", help="write an episode as GIF (frames) + PNG (top-down trajectory); "
