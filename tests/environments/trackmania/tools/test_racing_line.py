@@ -149,7 +149,7 @@ def test_a_missing_scipy_is_named_with_the_install_command(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "scipy", None)
     monkeypatch.setitem(sys.modules, "scipy.linalg", None)
     monkeypatch.setitem(sys.modules, "scipy.optimize", None)
-    with pytest.raises(ImportError, match=r"pip install -e '\.\[tune\]'"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[driver\]'"):
         racing_line.run_racing_line("short")
     monkeypatch.setattr(baseline, "TUNE_GRIP", (0.8,))
     monkeypatch.setattr(baseline, "TUNE_BRAKE", (0.7,))
