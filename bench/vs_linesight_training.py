@@ -148,7 +148,27 @@ def checkpoint_positions(track_name: str):
     return np.stack([np.interp(cps, s, line[:, k]) for k in range(3)], axis=1)
 
 
-def prepare_linesight(checkout: Path, work: Path, track: str, games: int, base_port: int, run_name: str) -> Path:
+def parse_values(items: list[str]) -> dict[str, str]:
+    """``NAME=LITERAL`` items (``--linesight-value``) as config assignments; LITERAL must be a Python literal
+    (number, string, tuple, list...), checked with ast.literal_eval: nothing else is written."""
+    import ast
+
+    out = {}
+    for item in items:
+        name, sep, literal = item.partition("=")
+        try:
+            if not sep or not name.strip().isidentifier():
+                raise ValueError
+            value = ast.literal_eval(literal.strip())
+        except (ValueError, SyntaxError):
+            raise BenchError(f"--linesight-value {item!r}: give NAME=LITERAL, e.g. "
+                             "'memory_size_schedule=[(0, (50000, 2000))]'") from None
+        out[name.strip()] = repr(value)
+    return out
+
+
+def prepare_linesight(checkout: Path, work: Path, track: str, games: int, base_port: int, run_name: str,
+                      extra_values: dict[str, str] | None = None) -> Path:
     """A patched copy of ``checkout`` in ``work/linesight`` with this row's values; returns the copy."""
     import numpy as np
 
@@ -182,6 +202,7 @@ def prepare_linesight(checkout: Path, work: Path, track: str, games: int, base_p
         **{k: str(v) for k, v in NETWORK.items()},
         "conv_head_output_dim": str(patches.conv_output_dim(NETWORK["H_downsized"], NETWORK["W_downsized"])),
         "use_jit": "False",  # torch.compile of the network: see linesight_patches (compile)
+        **(extra_values or {}),
     }
     patches.set_config_values(copy, user_values, run_values)
     return copy
@@ -189,10 +210,10 @@ def prepare_linesight(checkout: Path, work: Path, track: str, games: int, base_p
 
 # ----------------------------------------------------------------------------- processes
 def marked_processes(token: str) -> dict[int, str]:
-    """Live processes (pid -> name) whose environment carries ``MARKER=token``."""
-    from environments.trackmania.tmi.processes import list_processes, process_environ
+    """Live processes (pid -> name and the start of the command line) whose environment carries ``MARKER=token``."""
+    from environments.trackmania.tmi.processes import list_processes, process_cmdline, process_environ
 
-    return {p.pid: p.name for p in list_processes()
+    return {p.pid: f"{p.name}: {process_cmdline(p.pid)[:70]}" for p in list_processes()
             if p.pid != os.getpid() and (process_environ(p.pid) or {}).get(MARKER) == token}
 
 
@@ -342,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="results folder (default: vs_linesight_<time>)")
     parser.add_argument("--venv", type=Path, default=Path.home() / ".cache" / "rulka" / "linesight_venv",
                         help="Linesight's virtual environment (created on first use)")
+    parser.add_argument("--linesight-value", action="append", default=[], metavar="NAME=LITERAL",
+                        help="set one more of Linesight's config values (repeatable; smoke tests only, e.g. "
+                             "'memory_size_schedule=[(0, (50000, 2000))]' to learn sooner); shown in the table's command")
     parser.add_argument("--keep", action="store_true", help="keep the temporary work folders (copies, runs, logs)")
     args = parser.parse_args(argv)
 
@@ -362,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         host_binary()
         if "hockolicious" in tracks and not TRACKS["hockolicious"][2].is_file():
             raise BenchError(f"the hockolicious row needs {TRACKS['hockolicious'][2]} (../shared/tracks)")
+        extra_values = parse_values(args.linesight_value)
         python = ensure_venv(args.venv) if "linesight" in sides else None
     except (BenchError, RuntimeError, subprocess.CalledProcessError) as error:
         print(f"vs_linesight: {error}", file=sys.stderr)
@@ -385,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
 
                     run_name = f"vs_rulka_{track}_r{repeat}"
                     copy = prepare_linesight(checkout, work, track, args.games, free_port_block(args.games + 4),
-                                             run_name)
+                                             run_name, extra_values)
                     result = run_linesight(copy, python, work, args.minutes, TRACKS[track][1], run_name)
                     logs_to_keep = [work / "linesight.log", *work.glob("game_*.log")]
                 else:

@@ -163,3 +163,14 @@ def test_plot_draws_best_race_curves(tmp_path):
     logs.plot({"rulka short r0": races, "linesight short r0": races[:1]}, tmp_path / "a.png", "test")
     logs.plot({"rulka short r0": [logs.Race(1.0, 100, True, False, 3.0)]}, tmp_path / "b.png", "test")
     assert (tmp_path / "a.png").stat().st_size > 0 and (tmp_path / "b.png").stat().st_size > 0
+
+
+def test_linesight_values_are_literals_only():
+    """--linesight-value writes Python literals only: an expression that would run code is refused."""
+    import vs_linesight_training as bench
+
+    assert bench.parse_values(["memory_size_schedule=[(0, (50000, 2000))]", "batch_size=64"]) == {
+        "memory_size_schedule": "[(0, (50000, 2000))]", "batch_size": "64"}
+    for bad in ("x=__import__('os').system('true')", "no_equals", "1x=3"):
+        with pytest.raises(bench.BenchError, match="NAME=LITERAL"):
+            bench.parse_values([bad])
