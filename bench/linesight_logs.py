@@ -178,6 +178,31 @@ def table(summaries: list[Summary]) -> str:
     return "\n".join(lines)
 
 
+def first_reach(races: list[Race], target_s: float) -> float | None:
+    """The minute of the first finished race at or below ``target_s`` (None if never)."""
+    times = [r.minute for r in races if r.finished and r.race_time_s <= target_s]
+    return min(times) if times else None
+
+
+def goal_lines(track: str, repeat: int, linesight: Summary, ls_races: list[Race], rulka: Summary,
+               rk_races: list[Race], at_min: float = 60.0) -> list[str]:
+    """Issue 42's three goals for one track and repeat, measured at ``at_min`` (or at the end of a shorter
+    run, said so): rulka's best race faster than Linesight's; rulka reaching Linesight's best by half
+    that time; rulka's actions/s at least 1.5x Linesight's."""
+    at = min(at_min, linesight.minutes, rulka.minutes)
+    when = f"minute {at:g}" + ("" if at >= at_min else f" (the runs ended before minute {at_min:g})")
+    ls_best, rk_best = best_by(ls_races, at), best_by(rk_races, at)
+    ratio = rulka.actions_per_s / linesight.actions_per_s if linesight.actions_per_s > 0 else float("nan")
+    lines = [f"{track} r{repeat}: best race at {when}: rulka {_fmt(rk_best)} s, Linesight {_fmt(ls_best)} s"
+             + ("" if ls_best is None or rk_best is None else f" (rulka faster: {rk_best < ls_best})")]
+    if ls_best is not None:
+        reach = first_reach([r for r in rk_races if r.minute <= at], ls_best)
+        lines.append(f"{track} r{repeat}: rulka reached Linesight's best ({ls_best:.2f} s) at minute "
+                     f"{_fmt(reach, '{:.1f}')} (goal: by minute {at / 2:g})")
+    lines.append(f"{track} r{repeat}: actions/s rulka / Linesight = {ratio:.2f} (goal: >= 1.5)")
+    return lines
+
+
 def plot(curves: dict[str, list[Race]], png: str | Path, title: str) -> None:
     """Best race so far against wall-clock minutes (left) and against actions (right), one line per
     ``curves`` key (e.g. ``linesight short r0``); a line starts at its first finished race."""

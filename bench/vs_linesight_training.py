@@ -20,7 +20,8 @@ For each track and repeat, one side after the other (the order alternates betwee
 Each side runs ``--minutes`` from its start, then gets SIGINT (both stop on it) and 120 s to exit.
 Printed per side: actions, gradient updates, actions/s, updates/s, races (evaluation races), finished
 races, first finish (minute), best race at minutes 15, 30 and 60 (``-`` past the end of the run), and
-its processes alive after it ended. Races: Linesight's from its TensorBoard logs, rulka's from its
+its processes alive after it ended; below the table, issue 42's goals as measured (best race at minute
+60, the minute rulka matched Linesight's minute-60 best, the actions/s ratio). Races: Linesight's from its TensorBoard logs, rulka's from its
 ``races.csv`` (see ``bench/linesight_logs.py``). Files in ``--out``: ``table.md``, ``summary.json``,
 ``races_<side>_<track>_r<repeat>.csv``, ``best_race.png``, and the logs of each side.
 
@@ -262,8 +263,12 @@ def run_linesight(copy: Path, python: Path, work: Path, minutes: float, short_na
         proc = subprocess.Popen([str(python), "scripts/train.py"], cwd=copy, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + minutes * 60.0
-    while time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(1.0)
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(1.0)
+    except KeyboardInterrupt:  # the bench stopped by hand: stop the side too (it runs in its own session)
+        stop(proc, token)
+        raise
     ran_min = (time.time() - started_at) / 60.0
     died = proc.poll()
     status, left, alive = stop(proc, token)
@@ -313,9 +318,13 @@ def run_rulka(work: Path, track: str, games: int, minutes: float, seed: int, ove
             seen.extend(logs.rulka_race(row, minute) for row in rows[len(seen):] if row.get("race_time_s"))
 
     deadline = time.monotonic() + minutes * 60.0
-    while time.monotonic() < deadline and proc.poll() is None:
-        poll()
-        time.sleep(1.0)
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            poll()
+            time.sleep(1.0)
+    except KeyboardInterrupt:  # the bench stopped by hand: stop the side too (it runs in its own session)
+        stop(proc, token)
+        raise
     poll()
     ran_min = (time.time() - started_at) / 60.0
     died = proc.poll()
@@ -345,6 +354,13 @@ def rulka_updates(run_dir: Path) -> tuple[int | None, dict | None]:
     scalars = [s for f in logs.event_files(run_dir) for s in logs.read_scalars(f)]
     updates = logs.last_scalar(scalars, "RL/gradient_updates")
     return (None if updates is None else int(updates)), None
+
+
+def _pair(summaries: list[logs.Summary], curves: dict[str, list[logs.Race]], track: str, repeat: int) -> tuple:
+    """(Linesight's summary, its races, rulka's summary, its races) of one track and repeat."""
+    found = {s.side: s for s in summaries if s.track == track and s.repeat == repeat}
+    return (found["linesight"], curves[f"linesight {track} r{repeat}"], found["rulka"],
+            curves[f"rulka {track} r{repeat}"])
 
 
 # ----------------------------------------------------------------------------- main
@@ -436,6 +452,10 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.keep:
                     shutil.rmtree(work, ignore_errors=True)
     text = logs.table(summaries)
+    goals = [line for track in tracks for repeat in range(args.repeats)
+             if (f"linesight {track} r{repeat}" in curves and f"rulka {track} r{repeat}" in curves)
+             for line in logs.goal_lines(track, repeat, *_pair(summaries, curves, track, repeat))]
+    text += ("\n\n" + "\n".join(goals)) if goals else ""
     print("\n" + text, flush=True)
     (out / "table.md").write_text(f"command: `{shown}`\n\n{text}\n")
     (out / "summary.json").write_text(json.dumps([s.to_json() for s in summaries], indent=1))

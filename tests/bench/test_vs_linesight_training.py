@@ -174,3 +174,21 @@ def test_linesight_values_are_literals_only():
     for bad in ("x=__import__('os').system('true')", "no_equals", "1x=3"):
         with pytest.raises(bench.BenchError, match="NAME=LITERAL"):
             bench.parse_values([bad])
+
+
+def test_goal_lines_measure_the_three_goals_at_minute_60():
+    """The goal lines compare the best races at minute 60, give the minute rulka first matched
+    Linesight's minute-60 best, and the actions/s ratio; a shorter run says where it was measured."""
+    ls_races = [logs.Race(10.0, 1000, True, True, 30.0), logs.Race(50.0, 9000, False, True, 25.0),
+                logs.Race(61.0, 9900, False, True, 20.0)]
+    rk_races = [logs.Race(5.0, 900, True, True, 28.0), logs.Race(24.0, 5000, False, True, 24.0)]
+    ls = logs.summarize("linesight", "short", 0, 62.0, ls_races, 9900, 10, 0, 0)
+    rk = logs.summarize("rulka", "short", 0, 62.0, rk_races, 18600, 10, 0, 0)
+    lines = logs.goal_lines("short", 0, ls, ls_races, rk, rk_races)
+    assert lines == ["short r0: best race at minute 60: rulka 24.00 s, Linesight 25.00 s (rulka faster: True)",
+                     "short r0: rulka reached Linesight's best (25.00 s) at minute 24.0 (goal: by minute 30)",
+                     "short r0: actions/s rulka / Linesight = 1.88 (goal: >= 1.5)"]
+    short = logs.goal_lines("short", 0, logs.summarize("linesight", "short", 0, 3.0, [], 300, 0, 0, 0), [],
+                            logs.summarize("rulka", "short", 0, 3.0, [], 600, 0, 0, 0), [])
+    assert short == ["short r0: best race at minute 3 (the runs ended before minute 60): rulka - s, Linesight - s",
+                     "short r0: actions/s rulka / Linesight = 2.00 (goal: >= 1.5)"]
