@@ -205,7 +205,8 @@ def goal_lines(track: str, repeat: int, linesight: Summary, ls_races: list[Race]
 
 def plot(curves: dict[str, list[Race]], png: str | Path, title: str) -> None:
     """Best race so far against wall-clock minutes (left) and against actions (right), one line per
-    ``curves`` key (e.g. ``linesight short r0``); a line starts at its first finished race."""
+    ``curves`` key (e.g. ``linesight short r0``); a line starts at its first finished race and ends at the
+    side's last logged race."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -226,7 +227,10 @@ def plot(curves: dict[str, list[Race]], png: str | Path, title: str) -> None:
                 xs_t.append(race.minute)
                 xs_a.append(race.actions)
                 ys.append(best)
-        if ys:
+        if ys:  # hold the last best to the side's last logged race
+            xs_t.append(max(r.minute for r in races))
+            xs_a.append(max(r.actions for r in races))
+            ys.append(best)
             style = "-" if label.startswith("rulka") else "--"
             by_time.step(xs_t, ys, style, where="post", label=label)
             by_actions.step(xs_a, ys, style, where="post", label=label)

@@ -460,8 +460,8 @@ def main(argv: list[str] | None = None) -> int:
     (out / "table.md").write_text(f"command: `{shown}`\n\n{text}\n")
     (out / "summary.json").write_text(json.dumps([s.to_json() for s in summaries], indent=1))
     try:
-        logs.plot(curves, out / "best_race.png", f"best race so far, {args.games} stand-in games, "
-                                                  f"{args.minutes:g} min a side, {os.cpu_count()} CPU cores")
+        logs.plot(curves, out / "best_race.png", f"best race so far, {args.games} stand-in game{'s' if args.games != 1 else ''} a side, "
+                                                  f"{args.minutes:g} min, {os.cpu_count()} CPU cores")
         print(f"plot: {out / 'best_race.png'}")
     except RuntimeError as error:  # PlottingUnavailable
         print(f"vs_linesight: no plot: {error}", file=sys.stderr)
