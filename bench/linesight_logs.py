@@ -190,7 +190,7 @@ def goal_lines(track: str, repeat: int, linesight: Summary, ls_races: list[Race]
     run, said so): rulka's best race faster than Linesight's; rulka reaching Linesight's best by half
     that time; rulka's actions/s at least 1.5x Linesight's."""
     at = min(at_min, linesight.minutes, rulka.minutes)
-    when = f"minute {at:g}" + ("" if at >= at_min else f" (the runs ended before minute {at_min:g})")
+    when = f"minute {round(at, 1):g}" + ("" if at >= at_min else f" (the runs ended before minute {at_min:g})")
     ls_best, rk_best = best_by(ls_races, at), best_by(rk_races, at)
     ratio = rulka.actions_per_s / linesight.actions_per_s if linesight.actions_per_s > 0 else float("nan")
     lines = [f"{track} r{repeat}: best race at {when}: rulka {_fmt(rk_best)} s, Linesight {_fmt(ls_best)} s"
@@ -198,7 +198,7 @@ def goal_lines(track: str, repeat: int, linesight: Summary, ls_races: list[Race]
     if ls_best is not None:
         reach = first_reach([r for r in rk_races if r.minute <= at], ls_best)
         lines.append(f"{track} r{repeat}: rulka reached Linesight's best ({ls_best:.2f} s) at minute "
-                     f"{_fmt(reach, '{:.1f}')} (goal: by minute {at / 2:g})")
+                     f"{_fmt(reach, '{:.1f}')} (goal: by minute {round(at / 2, 1):g})")
     lines.append(f"{track} r{repeat}: actions/s rulka / Linesight = {ratio:.2f} (goal: >= 1.5)")
     return lines
 

@@ -98,12 +98,13 @@ PATCHES: tuple[Patch, ...] = (
           "@torch.compile(disable=True, dynamic=False)",
           "torch.compile of the loss on Linux builds C++ kernels at the first batch (minutes on 2 cores, "
           "needs a compiler); the network's own compile is off through the config value use_jit = False"),
-    # --- packages: the PyPI torchvision wheel for this torch is a CUDA build and cannot load its ops
+    # --- packages: PyPI's torchvision wheel for this torch cannot load its ops beside the CPU build of torch
     Patch("trackmania_rl/buffer_utilities.py",
           "import torchvision.transforms.v2 as transforms\n",
           "transforms = None  # rulka bench: torchvision left out (only used when apply_randomcrop_augmentation)\n",
-          "the PyPI torchvision for torch 2.13 is a CUDA build ('operator torchvision::nms does not exist' on "
-          "import without CUDA); Linesight uses it only for the random-crop augmentation, off by default"),
+          "the torchvision 0.28.0 wheel pip installs beside torch 2.13.0+cpu (PyPI's, not a +cpu build) fails to "
+          "import ('operator torchvision::nms does not exist'); Linesight uses it only for the random-crop "
+          "augmentation, off by default"),
 )
 
 

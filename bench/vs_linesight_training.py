@@ -65,7 +65,7 @@ TRACKS = {
 #: The stand-in configuration's CPU network (presets/trackmania_iqn_uni_standin.yaml), in Linesight's names.
 NETWORK = {"H_downsized": 48, "W_downsized": 64, "float_hidden_dim": 128, "dense_hidden_dimension": 128, "iqn_k": 8}
 #: Linesight's dependencies (its requirements_pip.txt / requirements_conda.txt), at versions that install
-#: and import with torch 2.13 on Python 3.11. Left out: torchvision (the PyPI wheel is a CUDA build; see
+#: and import with torch 2.13 on Python 3.11. Left out: torchvision (PyPI's wheel fails to import beside torch+cpu; see
 #: linesight_patches), pygbx and python-libxdo (shims), readwritememory and pywin32 (Windows only).
 LINESIGHT_REQUIREMENTS = (
     "torch==2.13.0", "torchrl==0.14.1", "tensordict==0.14.3", "hoptorch==0.1.4", "tminterface==1.0.2",
