@@ -192,3 +192,46 @@ def test_goal_lines_measure_the_three_goals_at_minute_60():
                             logs.summarize("rulka", "short", 0, 3.0, [], 600, 0, 0, 0), [])
     assert short == ["short r0: best race at minute 3 (the runs ended before minute 60): rulka - s, Linesight - s",
                      "short r0: actions/s rulka / Linesight = 2.00 (goal: >= 1.5)"]
+
+
+def test_prepare_linesight_on_a_stand_in_checkout(tmp_path):
+    """The whole preparation without Linesight: a checkout holding exactly the texts the patches replace
+    is copied (the original untouched), patched, given the row's values (map cycle, games, the CPU
+    network, ports, the launch script), the shims, the reference line and the checkpoint file the pygbx
+    shim reads."""
+    import itertools
+
+    import numpy as np
+    import vs_linesight_training as bench
+
+    fake = tmp_path / "linesight"
+    for p in patches.PATCHES:
+        (fake / p.path).parent.mkdir(parents=True, exist_ok=True)
+        with open(fake / p.path, "a") as f:
+            f.write(p.old + "\n")
+    (fake / "config_files").mkdir()
+    (fake / "config_files" / "user_config.py").write_text("from pathlib import Path\nbase_tmi_port = 8478\n")
+    (fake / "config_files" / "config.py").write_text("from itertools import repeat\ngpu_collectors_count = 2\n")
+    (fake / "maps").mkdir()
+    before = {p.path: (fake / p.path).read_text() for p in patches.PATCHES}
+
+    work = tmp_path / "work"
+    work.mkdir()
+    copy = bench.prepare_linesight(fake, work, "short", 3, 9000, "vs_rulka_short_r0", {"batch_size": "64"})
+    assert {p.path: (fake / p.path).read_text() for p in patches.PATCHES} == before
+    for p in patches.PATCHES:
+        assert p.new in (copy / p.path).read_text()
+    user = runpy.run_path(str(copy / "config_files" / "user_config.py"))
+    run = runpy.run_path(str(copy / "config_files" / "config.py"))
+    assert user["base_tmi_port"] == 9000 and user["username"] == "standin"
+    assert (run["gpu_collectors_count"], run["W_downsized"], run["H_downsized"], run["conv_head_output_dim"],
+            run["iqn_k"], run["use_jit"], run["batch_size"]) == (3, 64, 48, 256, 8, False, 64)
+    cycle = list(itertools.chain(*run["map_cycle"]))
+    assert [c[3] for c in cycle] == [True] * 4 + [False]
+    assert {c[:3] for c in cycle} == {("short", "short", "short.npy")} and (copy / "maps" / "short.npy").is_file()
+    launch = Path(user["linux_launch_game_path"])
+    assert launch.stat().st_mode & 0o111 and "--pre-config-renders 0" in launch.read_text()
+    assert str(work / "TMInterface" / "Plugins" / "Python_Link.as") in launch.read_text()
+    checkpoints = np.load(work / "TrackMania" / "Tracks" / "Challenges" / "short")
+    assert checkpoints.ndim == 2 and checkpoints.shape[1] == 3 and len(checkpoints) >= 2
+    assert (work / "shims" / "xdo.py").is_file() and (work / "shims" / "pygbx" / "__init__.py").is_file()
