@@ -21,14 +21,14 @@ Each side runs ``--minutes`` from its start, then gets SIGINT (both stop on it) 
 Printed per side: actions, gradient updates, actions/s, updates/s, races (evaluation races), finished
 races, first finish (minute), best race at minutes 15, 30 and 60 (``-`` past the end of the run), and
 its processes alive after it ended; below the table, issue 42's goals as measured (best race at minute
-60, the minute rulka matched Linesight's minute-60 best, the actions/s ratio). Races: Linesight's from its TensorBoard logs, rulka's from its
-``races.csv`` (see ``bench/linesight_logs.py``). Files in ``--out``: ``table.md``, ``summary.json``,
+60, the minute rulka matched Linesight's minute-60 best, the actions/s ratio). Races: Linesight's from
+its TensorBoard logs, rulka's from its ``races.csv`` (see ``bench/linesight_logs.py``). Files in ``--out``: ``table.md``, ``summary.json``,
 ``races_<side>_<track>_r<repeat>.csv``, ``best_race.png``, and the logs of each side.
 
 How the counts line up: both sides log every race they keep, exploring and greedy; a race counts as
 "eval" on Linesight when its map-cycle entry is not exploring, on rulka when it is greedy and was not
 played in heatup (rulka logs a greedy race played at random before learning starts as exploring).
-Linesight logs every rollout it receives (a rollout cut by a game crash included); rulka leaves out
+Linesight logs every rollout its collectors send to the learner; rulka leaves out
 races whose game failed ("race discarded" in its log). "best" is the best finished race of any kind on
 both sides (what Linesight's ``alltime_min_ms`` and rulka's best runs keep).
 """
