@@ -1,5 +1,6 @@
 """``rulka tmi ...`` subcommands: ``install`` (copy the plugin), ``check --port N``,
-``line REPLAY.Gbx OUT.npy`` (reference line from a replay) and ``standin --port N`` (a stand-in game)."""
+``line REPLAY.Gbx OUT.npy`` (reference line from a replay) and ``standin --port N [--plugin PATH] [--detach]``
+(a stand-in game, with rulka's plugin or another)."""
 from __future__ import annotations
 
 import argparse
@@ -44,9 +45,7 @@ def _line(args: argparse.Namespace) -> int:
 
 
 def _standin(args: argparse.Namespace) -> int:
-    import os
-
-    from .standin.build import StandinBuildError, standin_command, standin_environment
+    from .standin.launch import launch_standin
     from .standin.tracks import write_track_files
 
     if args.write_line:
@@ -56,14 +55,10 @@ def _standin(args: argparse.Namespace) -> int:
     extra = list(args.host_options)
     if extra[:1] == ["--"]:
         extra = extra[1:]
-    try:
-        command = standin_command(args.port, track=args.track, trace=args.trace, extra=extra)
-    except (StandinBuildError, ValueError) as error:
-        print(f"rulka tmi standin: {error}", file=sys.stderr)
-        return 2
-    print(f"stand-in game on port {args.port} (Ctrl-C stops it); try: rulka tmi check --port {args.port}", flush=True)
-    os.execve(command[0], command, standin_environment())  # this process becomes the game
-    return 0  # not reached
+    return launch_standin(args.port, track=args.track, trace=args.trace, plugin=args.plugin, extra=extra,
+                          detach=args.detach or None, prog="rulka tmi standin",
+                          banner=f"stand-in game on port {args.port} (Ctrl-C stops it); "
+                                 f"try: rulka tmi check --port {args.port}")
 
 
 def register_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -98,6 +93,12 @@ def register_commands(subparsers: argparse._SubParsersAction) -> argparse.Argume
                          help="instead of starting a game: write TRACK's reference line and checkpoints "
                               "(map-cycle files for the tmi backend) into --out")
     standin.add_argument("--out", default=".", help="folder for --write-line")
+    standin.add_argument("--plugin", default=None, metavar="PATH",
+                         help="the TMInterface 2 plugin (.as) the game loads, e.g. Linesight's Python_Link.as "
+                              "(default: $RULKA_STANDIN_PLUGIN, else rulka_link.as)")
+    standin.add_argument("--detach", action="store_true",
+                         help="start the game detached (process name TmForever) and return once its plugin "
+                              "listens (default: $RULKA_STANDIN_DETACH)")
     standin.add_argument("host_options", nargs=argparse.REMAINDER, help="more options of the host")
     standin.set_defaults(func=_standin)
     return tmi

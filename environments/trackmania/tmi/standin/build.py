@@ -16,6 +16,8 @@ HOST_DIR = TMI_DIR / "test_host"
 PLUGIN = TMI_DIR / "plugin" / "rulka_link.as"
 LAUNCH_SCRIPT = Path(__file__).resolve().parent / "launch.sh"
 REPO_ROOT = TMI_DIR.parents[2]
+#: Environment variable naming the plugin stand-in games load (default: rulka_link.as).
+PLUGIN_ENV = "RULKA_STANDIN_PLUGIN"
 
 #: The stand-in's defaults: a game that runs for ever, shows its menus after 0.5 s, loads a map in
 #: 0.3 s and counts down 1.5 s of race time (ticks run as fast as the CPU allows), named like TMNF's
@@ -90,24 +92,50 @@ def host_binary(python: str | None = None) -> Path:
     return binary
 
 
+def plugin_path(plugin: str | os.PathLike | None = None) -> Path:
+    """The plugin a stand-in game loads: ``plugin``, else ``$RULKA_STANDIN_PLUGIN``, else rulka_link.as.
+
+    Raises:
+        ValueError: the named file does not exist.
+    """
+    chosen = plugin if plugin not in (None, "") else os.environ.get(PLUGIN_ENV, "")
+    if chosen in (None, ""):
+        return PLUGIN
+    path = Path(chosen).expanduser().resolve()
+    if not path.is_file():
+        raise ValueError(f"no plugin file at {path} (from {'--plugin' if plugin else PLUGIN_ENV}); "
+                         "name a TMInterface 2 AngelScript plugin (.as), e.g. "
+                         "../shared/peers/linesight/Python_Link.as, or leave it unset for rulka_link.as")
+    return path
+
+
 def standin_command(port: int, *, track: str | None = None, trace: str | None = None,
-                    python: str | None = None, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
+                    python: str | None = None, extra: list[str] | tuple[str, ...] = (),
+                    plugin: str | os.PathLike | None = None) -> list[str]:
     """The stand-in game's command line: the plugin listens on ``port`` once the game has started.
 
     Args:
-        port: the plugin's ``custom_port``.
+        port: the plugin's ``custom_port`` (the game runs ``set custom_port PORT`` at start, as
+            TMLoader's ``/configstring`` does; a plugin that reads another variable gets no port).
         track: a simulator track to load at start (``map NAME``); rulka loads its own maps anyway.
         trace: a file that gets a JSON line per state read and frame (tests).
         python: the interpreter of the physics (default: this one), embedded in the host when it can be
             (see :func:`embed_variables`), else run as its child process.
         extra: more host options, e.g. ``--lose-input-every 7`` (see ``tmi_test_host.cpp``); later
             options override the defaults.
+        plugin: the TMInterface 2 plugin (``.as``) the game loads (see :func:`plugin_path`; default:
+            ``$RULKA_STANDIN_PLUGIN``, else rulka's ``rulka_link.as``).
+
+    Raises:
+        ValueError: a port outside 1..65535 or a plugin file that does not exist.
+        StandinBuildError: the host cannot be built here.
     """
     if not 1 <= int(port) <= 65535:
         raise ValueError(f"port must be in 1..65535, got {port}")
     python = python or sys.executable
     transport = "embedded" if embed_variables(python) else "pipe"
-    command = [str(host_binary(python)), "--plugin", str(PLUGIN), "--config", f"set custom_port {int(port)}",
+    chosen_plugin = plugin_path(plugin)
+    command = [str(host_binary(python)), "--plugin", str(chosen_plugin), "--config", f"set custom_port {int(port)}",
                "--physics", python, "--physics-transport", transport, *DEFAULT_HOST_OPTIONS]
     if track:
         command += ["--start-map", track]

@@ -4,6 +4,9 @@
 #   TMI_LINUX_LAUNCH_SCRIPT=environments/trackmania/tmi/standin/launch.sh TMI_ACCOUNT_NAME=standin \
 #     rulka -p trackmania_iqn_uni --config presets/trackmania_iqn_uni_standin.yaml
 # Python: $RULKA_STANDIN_PYTHON, else the repository's .venv, else python3.
+# Another plugin: RULKA_STANDIN_PLUGIN=/path/Plugin.as. Clients that run `launch.sh <port>`, wait for it to
+# return and then find the game by process name (Linesight): RULKA_STANDIN_DETACH=1 starts the game
+# detached (named TmForever) and returns once its plugin listens (RULKA_STANDIN_LOG, _START_TIMEOUT_S).
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../../.." && pwd)
 python=${RULKA_STANDIN_PYTHON:-}

@@ -11,8 +11,15 @@
 // Behaviours modelled on purpose (each has a test):
 //   * enum values must be scoped (asEP_REQUIRE_ENUM_SCOPE) unless --strict-enum-scope 0;
 //   * accepted sockets keep Nagle's algorithm on until the plugin sets NoDelay = true;
-//   * registered variables keep the value of an earlier session (--saved-variables name=value,...),
-//     and Render() runs (--pre-config-renders times) before the launch's /configstring is processed;
+//   * registered variables keep the value of an earlier session (--saved-variables name=value,...);
+//   * callbacks in TMInterface 2's order: GetPluginInfo(), Main(), then the launch's /configstring and
+//     the command lists Main() queued, and only then frames (Render()) and game states; with
+//     --pre-config-renders N, Render() runs N times before /configstring instead (the other order a
+//     game could have: a plugin must survive both; see docs/real_game.md, "A plugin nobody here wrote");
+//   * a script exception in a callback is logged ("[host] script exception in <callback>: <what>
+//     (<file> line <n>)") and ends that call only: the plugin and the game go on, its next callbacks
+//     run (--script-exceptions continue, the default); --script-exceptions exit ends the game instead
+//     ("TERMINATED script-error", exit status 5), which tests of our own plugin use to fail loudly;
 //   * SaveState() records the held inputs and RewindToState() restores them;
 //   * PreventSimulationFinish() does nothing in a normal race unless --prevent-finish-works 1: a
 //     finish that is not undone ends the race (end dialog, InRace false);
@@ -1196,11 +1203,24 @@ bool Prepare(asIScriptFunction* f) {
     return true;
 }
 
+bool g_exit_on_script_exception = false;  // --script-exceptions exit
+uint64_t g_script_exceptions = 0;
+
+// A script exception ends the callback's call; the plugin stays loaded (see the header).
 void Run(asIScriptFunction* f) {
     const int r = g_ctx->Execute();
-    if (r != asEXECUTION_FINISHED) {
-        std::string why = r == asEXECUTION_EXCEPTION ? g_ctx->GetExceptionString() : "did not finish";
-        HostLog(std::string("script error in ") + f->GetDeclaration() + ": " + why);
+    if (r == asEXECUTION_FINISHED) return;
+    std::string why = "did not finish";
+    if (r == asEXECUTION_EXCEPTION) {
+        why = g_ctx->GetExceptionString();
+        const asIScriptFunction* where = g_ctx->GetExceptionFunction();
+        const char* section = where != nullptr ? where->GetScriptSectionName() : nullptr;
+        why += std::string(" (") + (section != nullptr ? section : "?") + " line " +
+               std::to_string(g_ctx->GetExceptionLineNumber()) + ")";
+    }
+    ++g_script_exceptions;
+    HostLog(std::string("script exception in ") + f->GetDeclaration() + ": " + why);
+    if (g_exit_on_script_exception || r != asEXECUTION_EXCEPTION) {
         std::printf("TERMINATED script-error\n");
         std::fflush(stdout);
         std::exit(5);
@@ -1354,7 +1374,7 @@ int main(int argc, char** argv) {
     std::string plugin_path, config;
     double max_seconds = 60.0;
     int startup_ms = 100;
-    int pre_config_renders = 3;
+    int pre_config_renders = 0;
     bool strict_enum_scope = true;
     bool dump_api = false;
     std::string physics_python, physics_trace, start_map, physics_transport = "pipe";
@@ -1382,6 +1402,13 @@ int main(int argc, char** argv) {
         else if (k == "--lose-input-every") g_game.lose_input_every = std::atoi(v.c_str());
         else if (k == "--map-load-ms") g_game.map_load_ms = std::atoi(v.c_str());
         else if (k == "--pre-config-renders") pre_config_renders = std::atoi(v.c_str());
+        else if (k == "--script-exceptions") {
+            if (v != "continue" && v != "exit") {
+                std::fprintf(stderr, "--script-exceptions must be continue or exit, got %s\n", v.c_str());
+                return 2;
+            }
+            g_exit_on_script_exception = v == "exit";
+        }
         else if (k == "--process-name") prctl(PR_SET_NAME, v.c_str(), 0, 0, 0);
         else if (k == "--physics") physics_python = v;
         else if (k == "--physics-trace") physics_trace = v;
@@ -1469,7 +1496,9 @@ int main(int argc, char** argv) {
     }
     CallNoArg(g_cb.info);  // required by TMInterface, called before Main
     CallNoArg(g_cb.main);
-    // The game renders frames before the launch's /configstring has been processed.
+    // By default no frame renders before the launch's /configstring and Main()'s queued command lists
+    // have run (Linesight's plugin, which works in the game, needs that or a game that survives the
+    // exception); --pre-config-renders N models a game that renders N frames first.
     for (int i = 0; i < pre_config_renders; ++i) CallNoArg(g_cb.render);
     if (!Split(config).empty()) {
         RunCommand(config);  // the launch's /configstring runs before the plugin's queued command lists
@@ -1498,6 +1527,7 @@ int main(int argc, char** argv) {
         CallNoArg(g_cb.render);
     }
     CallNoArg(g_cb.disabled);
+    if (g_script_exceptions > 0) HostLog("script exceptions: " + std::to_string(g_script_exceptions));
     if (g_physics.enabled) {
         char buf[128];
         std::snprintf(buf, sizeof(buf), "physics (%s): %llu requests (%llu tick batches taken back), %.3f s waiting",

@@ -133,12 +133,14 @@ def start_host(binary: Path, *, plugin: Path = PLUGIN, checkpoints: str = "8,20"
                config: str | None = None, startup_ms: int = 50, extra: list[str] | None = None,
                port: int | None = None) -> HostProcess:
     """Start the host (on a free port unless ``port``) and wait until the plugin listens (or fails to
-    compile). ``extra``: more host options (see tmi_test_host.cpp)."""
+    compile). ``extra``: more host options (see tmi_test_host.cpp). A script exception ends the game
+    (``--script-exceptions exit``, so that a fault of our plugin fails its test) unless ``extra`` says
+    ``--script-exceptions continue`` (TMInterface 2's behaviour as the host models it)."""
     port = port or free_port()
     popen = subprocess.Popen(
         [str(binary), "--plugin", str(plugin), "--config", config if config is not None else f"set custom_port {port}",
          "--checkpoints", checkpoints, "--max-seconds", str(max_seconds), "--startup-ms", str(startup_ms),
-         *(extra or [])],
+         "--script-exceptions", "exit", *(extra or [])],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -206,10 +206,12 @@ def test_per_action_latency_with_nagle_on_by_default(host_launcher, fast_config)
 
 
 def test_stale_port_from_an_earlier_session_is_not_bound(tmi_host_binary):
-    """Point 6: TMInterface restores custom_port from an earlier session and renders before the launch's
-    /configstring runs; the plugin must listen on the port that /configstring sets, not the stale one."""
+    """Point 6: TMInterface restores custom_port from an earlier session; the plugin must listen on the
+    port that /configstring sets, not the stale one, whether or not the game renders frames before
+    /configstring runs (the host's default renders none first; three here), without a script exception."""
     stale, port = free_port(), free_port()
-    host = start_host(tmi_host_binary, port=port, max_seconds=5, extra=["--saved-variables", f"custom_port={stale}"])
+    host = start_host(tmi_host_binary, port=port, max_seconds=5,
+                      extra=["--saved-variables", f"custom_port={stale}", "--pre-config-renders", "3"])
     try:
         listening = [line for line in host.stdout_lines if line.startswith("LISTENING")]
         assert listening == [f"LISTENING {port}"], host.stdout_lines + [host.stderr_text]
