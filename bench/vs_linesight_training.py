@@ -13,7 +13,8 @@ For each track and repeat, one side after the other (the order alternates betwee
   frames, 128-wide float and dense heads, iqn_k 8). It runs in its own virtual environment (``--venv``,
   created on first use with :data:`LINESIGHT_REQUIREMENTS`). Its games are stand-in games running
   Linesight's own ``Python_Link.as`` (the one ``train.py`` copies to its plugin folder), started by the
-  launch script of :func:`linesight_launch_script`.
+  stand-in's own ``launch.sh`` in its detached mode (:func:`linesight_launch_script`,
+  :func:`linesight_game_environment`).
 * **rulka**: ``rulka -p trackmania_iqn_uni --config presets/trackmania_iqn_uni_standin.yaml`` with the
   same track and ``performance.gpu_collectors_count = --games``.
 
@@ -100,40 +101,42 @@ def ensure_venv(folder: Path) -> Path:
 
 
 # ----------------------------------------------------------------------------- games for Linesight
-def linesight_launch_script(folder: Path, port_log_dir: Path) -> Path:
-    """A launch script with Linesight's contract (``script PORT`` returns once the game is up; the game is
-    then found by process name ``TmForever``), written into ``folder``.
+#: The stand-in's variables that make its ``launch.sh`` start Linesight's games (set for Linesight's
+#: side only; removed from rulka's, whose own launcher needs the game in its place, not detached).
+STANDIN_LAUNCH_VARIABLES = ("RULKA_STANDIN_PLUGIN", "RULKA_STANDIN_DETACH", "RULKA_STANDIN_PYTHON",
+                            "RULKA_STANDIN_LOG", "RULKA_STANDIN_START_TIMEOUT_S", "RULKA_STANDIN_OPTIONS")
+#: Seconds a game of Linesight's may take until its plugin listens (the stand-in's default is 60; two
+#: cores shared with Linesight's learner and its other games start them slower).
+GAME_START_TIMEOUT_S = 120
 
-    TODAY'S STAND-IN, TO SWITCH: this starts ``environments/trackmania/tmi/standin/launch.sh`` detached
-    (``setsid ... &``), with host options through ``RULKA_STANDIN_OPTIONS``: ``--plugin`` = the
-    ``Python_Link.as`` that Linesight's ``train.py`` copies to its plugin folder (``target_python_link_path``)
-    and ``--pre-config-renders 0`` (without it the host calls ``Render()`` before ``Main()`` and Linesight's
-    plugin dies with "Null pointer access"), then waits for the host's ``LISTENING <port>`` line. Once the
-    stand-in's official detached launch mode and ``--plugin`` land (issue 42 items 1-2), replace the body
-    of this function with that launch mode; nothing else in the bench depends on how the game starts.
-    """
-    plugin = folder / "TMInterface" / "Plugins" / "Python_Link.as"
-    script = folder / "launch_standin_for_linesight.sh"
-    options = f"--plugin {plugin} --pre-config-renders 0"
-    script.write_text(f"""#!/bin/sh
-# Written by rulka's bench/vs_linesight_training.py (linesight_launch_script): start a stand-in game on
-# port $1 detached, with Linesight's plugin, and return once its plugin listens.
-port="$1"
-log="{port_log_dir}/game_${{port}}_$(date +%s%N).log"
-PYTHONPATH= RULKA_STANDIN_PYTHON="{sys.executable}" RULKA_STANDIN_OPTIONS="{options}" \\
-  setsid "{ROOT / 'environments' / 'trackmania' / 'tmi' / 'standin' / 'launch.sh'}" "$port" >"$log" 2>&1 </dev/null &
-i=0
-while [ $i -lt 1200 ]; do
-  grep -q "LISTENING $port" "$log" 2>/dev/null && exit 0
-  sleep 0.1
-  i=$((i + 1))
-done
-echo "stand-in game on port $port did not start within 120 s; see $log" >&2
-exit 1
-""")
-    script.chmod(0o755)
-    plugin.parent.mkdir(parents=True, exist_ok=True)
-    return script
+
+def linesight_launch_script(folder: Path) -> Path:
+    """What Linesight's ``user_config.linux_launch_game_path`` points at: the stand-in's own
+    ``environments/trackmania/tmi/standin/launch.sh``, which, with :func:`linesight_game_environment` in
+    the environment of Linesight's processes (``os.system`` passes it on), keeps Linesight's contract:
+    ``launch.sh PORT`` returns once the game's plugin listens, and the game is the new process named
+    ``TmForever``. Makes the plugin folder Linesight's ``train.py`` copies ``Python_Link.as`` into."""
+    from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT
+
+    (folder / "TMInterface" / "Plugins").mkdir(parents=True, exist_ok=True)
+    return Path(LAUNCH_SCRIPT)
+
+
+def linesight_game_environment(folder: Path) -> dict[str, str]:
+    """The stand-in's launch variables for Linesight's games (see docs/real_game.md, "Another plugin"):
+    the plugin is the ``Python_Link.as`` that Linesight's ``train.py`` copies to its plugin folder
+    (``target_python_link_path``, in ``folder``), the launch detaches the game and returns once it
+    listens, the game's Python is this bench's (rulka's venv) and each game logs to
+    ``folder/game_{port}.log`` (overwritten when Linesight relaunches that port). ``RULKA_STANDIN_OPTIONS``
+    is emptied: the host's defaults run Linesight's plugin. ``PYTHONPATH`` is left as Linesight's side
+    has it (its shims, then its copy): ``launch.sh`` puts rulka's repository before it, and the stand-in
+    imports no module of those names."""
+    return {"RULKA_STANDIN_PLUGIN": str(folder / "TMInterface" / "Plugins" / "Python_Link.as"),
+            "RULKA_STANDIN_DETACH": "1",
+            "RULKA_STANDIN_PYTHON": sys.executable,
+            "RULKA_STANDIN_LOG": str(folder / "game_{port}.log"),
+            "RULKA_STANDIN_START_TIMEOUT_S": str(GAME_START_TIMEOUT_S),
+            "RULKA_STANDIN_OPTIONS": ""}
 
 
 def checkpoint_positions(track_name: str):
@@ -187,7 +190,7 @@ def prepare_linesight(checkout: Path, work: Path, track: str, games: int, base_p
     challenges.mkdir(parents=True, exist_ok=True)
     with open(challenges / stand_in_name, "wb") as f:  # read by the pygbx shim (no .npy suffix added)
         np.save(f, checkpoint_positions(stand_in_name), allow_pickle=False)
-    launch = linesight_launch_script(work, work)
+    launch = linesight_launch_script(work)
     entry = f"({short_name!r}, {stand_in_name!r}, {line.name!r}, {{explo}}, True)"
     user_values = {
         "username": repr("standin"),
@@ -255,7 +258,7 @@ class SideRun:
 def run_linesight(copy: Path, python: Path, work: Path, minutes: float, short_name: str, run_name: str) -> SideRun:
     token = uuid.uuid4().hex
     env = dict(os.environ, PYTHONPATH=f"{work / 'shims'}{os.pathsep}{copy}", PYTHONUNBUFFERED="1",
-               OMP_NUM_THREADS="1", **{MARKER: token})
+               OMP_NUM_THREADS="1", **linesight_game_environment(work), **{MARKER: token})
     env.pop("VIRTUAL_ENV", None)
     log_path = work / "linesight.log"
     started_at = time.time()
@@ -294,7 +297,8 @@ def run_rulka(work: Path, track: str, games: int, minutes: float, seed: int, ove
                      f"    - {entry}is_exploration: true, repeat: 4}}\n"
                      f"    - {entry}is_exploration: false, repeat: 1}}\n")
     token = uuid.uuid4().hex
-    env = dict(os.environ, TMI_LINUX_LAUNCH_SCRIPT=str(LAUNCH_SCRIPT), TMI_ACCOUNT_NAME="standin",
+    env = {k: v for k, v in os.environ.items() if k not in STANDIN_LAUNCH_VARIABLES}  # its games: rulka_link, in place
+    env.update(TMI_LINUX_LAUNCH_SCRIPT=str(LAUNCH_SCRIPT), TMI_ACCOUNT_NAME="standin",
                TMI_BASE_PORT=str(free_port_block(4 * games + 8)), RULKA_STANDIN_PYTHON=sys.executable,
                PYTHONPATH=str(ROOT), **{MARKER: token})
     command = [sys.executable, "-m", "rulka.cli", "-p", "trackmania_iqn_uni", "--config", str(STANDIN_YAML),

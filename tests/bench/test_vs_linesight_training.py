@@ -197,7 +197,7 @@ def test_goal_lines_measure_the_three_goals_at_minute_60():
 def test_prepare_linesight_on_a_stand_in_checkout(tmp_path):
     """The whole preparation without Linesight: a checkout holding exactly the texts the patches replace
     is copied (the original untouched), patched, given the row's values (map cycle, games, the CPU
-    network, ports, the launch script), the shims, the reference line and the checkpoint file the pygbx
+    network, ports, the stand-in's own launch.sh), the shims, the reference line and the checkpoint file the pygbx
     shim reads."""
     import itertools
 
@@ -229,9 +229,42 @@ def test_prepare_linesight_on_a_stand_in_checkout(tmp_path):
     cycle = list(itertools.chain(*run["map_cycle"]))
     assert [c[3] for c in cycle] == [True] * 4 + [False]
     assert {c[:3] for c in cycle} == {("short", "short", "short.npy")} and (copy / "maps" / "short.npy").is_file()
-    launch = Path(user["linux_launch_game_path"])
-    assert launch.stat().st_mode & 0o111 and "--pre-config-renders 0" in launch.read_text()
-    assert str(work / "TMInterface" / "Plugins" / "Python_Link.as") in launch.read_text()
+    from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT
+
+    assert Path(user["linux_launch_game_path"]) == Path(LAUNCH_SCRIPT)  # the stand-in's own, not a wrapper
+    assert (work / "TMInterface" / "Plugins").is_dir()  # where train.py copies Python_Link.as
     checkpoints = np.load(work / "TrackMania" / "Tracks" / "Challenges" / "short")
     assert checkpoints.ndim == 2 and checkpoints.shape[1] == 3 and len(checkpoints) >= 2
     assert (work / "shims" / "xdo.py").is_file() and (work / "shims" / "pygbx" / "__init__.py").is_file()
+
+
+def test_linesight_games_launch_detached_with_its_plugin_and_rulka_games_in_place(tmp_path, monkeypatch):
+    """Linesight's side gets the stand-in's official launch variables (its copied Python_Link.as, detached,
+    this Python, a log per port) and rulka's side gets none of them, even when the caller's environment
+    has them (rulka's launcher needs the game in place of launch.sh, with rulka_link.as)."""
+    import vs_linesight_training as bench
+    from environments.trackmania.tmi.standin import detach
+
+    env = bench.linesight_game_environment(tmp_path)
+    assert env["RULKA_STANDIN_PLUGIN"] == str(tmp_path / "TMInterface" / "Plugins" / "Python_Link.as")
+    assert detach.detach_requested(env) and env["RULKA_STANDIN_PYTHON"] == sys.executable
+    assert detach.log_path(8478, env) == tmp_path / "game_8478.log"
+    assert detach.start_timeout_s(env) == bench.GAME_START_TIMEOUT_S and env["RULKA_STANDIN_OPTIONS"] == ""
+    assert set(env) == set(bench.STANDIN_LAUNCH_VARIABLES)
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def popen(command, env, **kwargs):
+        seen.update(env)
+        raise Stop
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(bench.subprocess, "Popen", popen)
+    with pytest.raises(Stop):
+        bench.run_rulka(tmp_path, "short", 1, 0.01, 0, [])
+    assert seen["RULKA_STANDIN_PYTHON"] == sys.executable
+    assert not set(seen) & (set(bench.STANDIN_LAUNCH_VARIABLES) - {"RULKA_STANDIN_PYTHON"})
