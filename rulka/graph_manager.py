@@ -51,6 +51,7 @@ from rulka.collection.rollout import EpisodePlan, EpisodeSpec, Rollout
 from rulka.collection.collector_setup import CollectorSetup, EnvFactory, PlanFactory, default_plan
 from rulka.config import ConfigError, set_active_config, write_config_snapshot
 from rulka.core_types import RunPhase
+from rulka.demonstrations import check_demonstration_folders, use_demonstrations
 from rulka.freed_memory import keep_freed_memory
 from rulka.level_manager import LevelManager
 from rulka.logger import RunLogger
@@ -123,6 +124,7 @@ class GraphManager:
 
     def preflight(self) -> None:
         """Checks that must pass before any work (and before a run folder is made); raise ConfigError."""
+        check_demonstration_folders(self.config)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -235,6 +237,12 @@ class BasicRLGraphManager(GraphManager):
             self.logger = RunLogger(self.run_dir / "tensorboard", self.config.training.run_name,
                                     self.config.training.tensorboard_suffix_schedule,
                                     self.config.training.global_schedule_speed)
+        #: What pretraining on the demonstrations did (None: no pretraining in this process).
+        self.pretraining = None
+        if getattr(self.config, "demonstrations", None) is not None and self.config.demonstrations.folders:
+            self.pretraining = use_demonstrations(self.agent, self.config, self.env_observation_space,
+                                                  self.input_filter, seed, do_pretrain=not resume,
+                                                  log=self.log if self.logger is not None else None)
         if resume:
             self.load_checkpoint(self.checkpoint_dir / checkpoints.LAST)
         return self
