@@ -69,7 +69,8 @@ def test_a_best_run_becomes_a_one_race_set(tmp_path):
 
 def test_a_trackmania_run_pretrains_and_keeps_the_demonstrations(tmp_path, capsys):
     """trackmania_iqn_sim with the classical driver's race: pretraining runs (mini-race batches of the
-    demonstrations), then the run learns with them in its replay and ends normally."""
+    demonstrations), then the run learns with them in its replay and ends normally; its exported
+    policy records a set of its own (`--policy EXPORT_DIR`) that fits the run's environment."""
     out = tmp_path / "demos"
     assert main(["demos", "record", "--track", "short", "--races", "1", "--out", str(out)]) == 0
     assert main(["-p", "trackmania_iqn_sim", "--max-steps", "500", "-e", "x", "--experiments-dir", str(tmp_path / "exp"),
@@ -79,3 +80,10 @@ def test_a_trackmania_run_pretrains_and_keeps_the_demonstrations(tmp_path, capsy
     assert "pretrained on the demonstrations: 20 updates" in capsys.readouterr().err
     counters = checkpoints.load_checkpoint(tmp_path / "exp" / "x" / "checkpoints" / checkpoints.LAST)["agent"]["counters"]
     assert counters["gradient_updates"] > 20 and counters["transitions_sampled"] > 0
+    assert main(["export", str(tmp_path / "exp" / "x"), "--out", str(tmp_path / "policy")]) == 0
+    assert main(["demos", "record", "--policy", str(tmp_path / "policy"), "--track", "short", "--races", "1",
+                 "--max-steps", "15", "--out", str(tmp_path / "own")]) == 0
+    own = load_demonstrations(tmp_path / "own")
+    observation_space, action_space = trackmania_spaces(load_graph_manager("trackmania_iqn_sim").config.environment)
+    own.check_fits(observation_space, int(action_space.n))
+    assert own.source["policy"] == str(tmp_path / "policy") and own.episodes[0].length == 15
