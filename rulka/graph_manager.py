@@ -189,6 +189,9 @@ class BasicRLGraphManager(GraphManager):
         #: Extra meters fed with every stored action's policy lag and queue delay (e.g. a benchmark's window).
         self.lag_meters: list[LagMeter] = []
         self._published_at = 0
+        #: What pretraining on the demonstrations did (None: no pretraining in this process).
+        self.pretraining = None
+        self._demonstrations_ready = False
 
     # ------------------------------------------------------------------ building
     def default_input_filter(self) -> InputFilter:
@@ -237,12 +240,6 @@ class BasicRLGraphManager(GraphManager):
             self.logger = RunLogger(self.run_dir / "tensorboard", self.config.training.run_name,
                                     self.config.training.tensorboard_suffix_schedule,
                                     self.config.training.global_schedule_speed)
-        #: What pretraining on the demonstrations did (None: no pretraining in this process).
-        self.pretraining = None
-        if getattr(self.config, "demonstrations", None) is not None and self.config.demonstrations.folders:
-            self.pretraining = use_demonstrations(self.agent, self.config, self.env_observation_space,
-                                                  self.input_filter, seed, do_pretrain=not resume,
-                                                  log=self.log if self.logger is not None else None)
         if resume:
             self.load_checkpoint(self.checkpoint_dir / checkpoints.LAST)
         return self
@@ -399,6 +396,7 @@ class BasicRLGraphManager(GraphManager):
         self.gatherer = EpisodeGatherer(self.keeps_episode_steps)
         self.stop_at_evaluation = stop_at_evaluation
         self.reached = False
+        self.prepare_demonstrations()
         clock = self._clock = _Clock(agent.counters.env_steps, agent.counters.gradient_updates)
         self.update_clock = UpdateClock(agent.counters.gradient_updates)
         with self._stop_signals():
@@ -445,6 +443,20 @@ class BasicRLGraphManager(GraphManager):
                 collection.stop()
         self.log_performance()
         return self.finish_run(progress, start, self.reached)
+
+    def prepare_demonstrations(self) -> None:
+        """Before the first collected action of this process: keep ``demonstrations.folders`` beside
+        the agent's replay and, in a run that has not acted nor learnt yet, pretrain on them (a resumed
+        run reads them again without pretraining). Evaluation and export never read them."""
+        demonstrations = getattr(self.config, "demonstrations", None)
+        if self._demonstrations_ready or demonstrations is None or not demonstrations.folders:
+            return
+        counters = self.agent.counters
+        self.pretraining = use_demonstrations(self.agent, self.config, self.env_observation_space, self.input_filter,
+                                              self.seed, do_pretrain=counters.env_steps == 0 and
+                                              counters.gradient_updates == 0,
+                                              log=self.log if self.logger is not None else None)
+        self._demonstrations_ready = True
 
     def ingest(self, rollout: Rollout) -> None:
         """Store a rollout, measure its actions' policy lag and queue delay, and report a finished

@@ -8,7 +8,9 @@ import pytest
 
 from memories.demonstrations import DemoEpisode, MixedReplay, write_demonstrations
 from rulka import checkpoints
-from rulka.cli import load_run, main
+from rulka.cli import main, write_run_info
+from rulka.config import apply_overrides
+from rulka.presets import load_graph_manager
 
 FAST = ["--device", "cpu", "--no-progress", "-cp", "performance.torch_num_threads=1"]
 
@@ -39,25 +41,43 @@ def test_a_missing_set_is_refused_before_the_run_folder_is_made(tmp_path, capsys
     assert not (tmp_path / "exp" / "x").exists()
 
 
-@pytest.mark.parametrize("preset", ["cartpole_dqn", "cartpole_qr_dqn"])
-def test_a_run_pretrains_once_and_keeps_demonstrations_in_its_batches(tmp_path, capsys, preset):
-    """The run pretrains (its gradient updates start at pretrain_updates, nothing sampled), learns
-    with batches that hold demonstrations, and a resumed run reads the set again without pretraining."""
+def test_a_run_pretrains_once_and_keeps_demonstrations_in_its_batches(tmp_path, capsys):
+    """The run pretrains before its first action (its gradient updates start at pretrain_updates,
+    nothing sampled), then learns from batches that hold the scheduled share of demonstrations; a
+    resumed run reads the set again without pretraining; evaluating the run needs no set (it was
+    deleted) and reads none."""
+    import shutil
+
+    preset = "cartpole_dqn"  # (every agent's pretraining: tests/agents/test_demonstrations.py)
     record_cartpole(tmp_path / "demos")
     run = tmp_path / "exp" / "x"
     cp = ["-cp", f"demonstrations.folders=[{tmp_path / 'demos'}]", "-cp", "demonstrations.pretrain_updates=40",
           "-cp", "memory.memory_size_schedule=[[0, [5000, 300]]]"]
-    assert main(["-p", preset, "--max-steps", "700", "-e", "x", "--experiments-dir", str(tmp_path / "exp"),
-                 *cp, *FAST]) == 0
-    err = capsys.readouterr().err
-    assert "pretrained on the demonstrations: 40 updates" in err
-    saved = checkpoints.load_checkpoint(run / "checkpoints" / checkpoints.LAST)["agent"]["counters"]
-    assert saved["gradient_updates"] > 40 and saved["transitions_sampled"] == (saved["gradient_updates"] - 40) * 64
-
-    graph_manager = load_run(run, "cpu")
-    memory = graph_manager.agent.memory
+    graph_manager = load_graph_manager(preset)
+    graph_manager.config = apply_overrides(graph_manager.config, [], [c for c in cp if c != "-cp"] +
+                                           ["performance.torch_num_threads=1"])
+    run.mkdir(parents=True)
+    write_run_info(run, {"preset": preset, "seed": 0, "device": "cpu"})
+    graph_manager.create(run, "cpu", 0)
+    assert not isinstance(graph_manager.agent.memory, MixedReplay)  # read when collection starts
+    graph_manager.improve(700, show_progress=False)
+    agent, memory = graph_manager.agent, graph_manager.agent.memory
+    assert graph_manager.pretraining.updates == 40
+    assert agent.counters.gradient_updates > 40
+    assert agent.counters.transitions_sampled == (agent.counters.gradient_updates - 40) * 64
     assert isinstance(memory, MixedReplay) and len(memory.demonstrations) > 900
-    assert graph_manager.pretraining is None and graph_manager.agent.counters.to_dict() == saved
+    assert memory.demonstration_rows > 0  # demonstrations were drawn into the learner's batches
     batch = memory.sample(64, 0.99)
     assert (~batch.priority_mask).sum() == round(64 * memory.share()) > 0
     graph_manager.close()
+    capsys.readouterr()
+
+    assert main(["--resume", str(run), "--max-steps", "900", *FAST]) == 0
+    err = capsys.readouterr().err
+    assert "demonstration episode(s)" in err and "pretrained" not in err
+    saved = checkpoints.load_checkpoint(run / "checkpoints" / checkpoints.LAST)["agent"]["counters"]
+    assert saved["env_steps"] == 900 and saved["gradient_updates"] > agent.counters.gradient_updates
+
+    shutil.rmtree(tmp_path / "demos")
+    assert main(["--evaluate", str(run), *FAST]) == 0
+    assert "demonstration" not in capsys.readouterr().err
