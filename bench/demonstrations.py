@@ -18,7 +18,8 @@ the demonstrated one. One row per loss and torch seed.
 ``table``: per row (TRACK:SEED), the tuned classical driver's 5 races as demonstrations, then
 ``trackmania_iqn_sim`` for ``--minutes`` with and without them (``bench/trackmania_vs_baseline.py``'s
 rows: first finish, first race faster than the shipped and the tuned driver, best greedy race). The
-minutes count from the first collected action: the pretraining seconds are printed beside them.
+minutes count from the run's creation (races.csv's wall time), pretraining included; tuning the
+driver and recording its races are not counted.
 """
 from __future__ import annotations
 
