@@ -136,17 +136,19 @@ def cmd_loss(args: argparse.Namespace) -> None:
 
 
 def cmd_table(args: argparse.Namespace) -> None:
-    from trackmania_vs_baseline import parse_rows, print_table, references, table_row, train
+    import math
+
+    from trackmania_vs_baseline import References, parse_rows, print_table, table_row, train
+
+    from environments.trackmania.tools.baseline import run_baseline, tune_baseline
 
     out = Path(args.out or tempfile.mkdtemp(prefix="rulka_demos_"))
     rows = []
     for track, seed in parse_rows(args.rows):
-        refs = references(track)
-        from environments.trackmania.tools.baseline import tune_baseline
-
-        margins = tune_baseline(track).margins
+        shipped, tuned = run_baseline(track), tune_baseline(track)
+        refs = References(shipped.race_time_s if shipped.finished else math.inf, tuned.race_time_s, str(tuned.margins))
         name = track.replace(":", "_")
-        demos = record(track, 5, out / f"{name}_tuned_driver", margins)
+        demos = record(track, 5, out / f"{name}_tuned_driver", tuned.margins)
         for label, overrides in (("none", []), ("driver x5", [f"demonstrations.folders=[{demos}]"])):
             run_dir = out / f"{name}_seed{seed}_{'demos' if overrides else 'plain'}"
             train(track, seed, args.minutes, run_dir, [*overrides, *args.custom_parameter])
