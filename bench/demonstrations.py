@@ -152,6 +152,9 @@ def cmd_table(args: argparse.Namespace) -> None:
         for label, overrides in (("none", []), ("driver x5", [f"demonstrations.folders=[{demos}]"])):
             run_dir = out / f"{name}_seed{seed}_{'demos' if overrides else 'plain'}"
             train(track, seed, args.minutes, run_dir, [*overrides, *args.custom_parameter])
+            if not (run_dir / "races.csv").is_file():
+                print(f"{run_dir.name}: no race ended within {args.minutes:g} minutes", flush=True)
+                continue
             rows.append({"demonstrations": label, **table_row(track, str(seed), args.minutes, refs, run_dir)})
     print_table(rows)
 

@@ -247,9 +247,10 @@ class MixedReplay:
         return len(self.collected)
 
     def demonstration_count(self, batch_size: int) -> int:
-        """How many of ``batch_size`` rows come from the demonstrations now."""
+        """How many of ``batch_size`` rows come from the demonstrations now: ``round(share * B)``, or all
+        of them while the share is positive and nothing collected can be sampled yet."""
         share = min(1.0, max(0.0, float(self.share())))
-        if len(self.demonstrations) == 0:
+        if len(self.demonstrations) == 0 or share == 0.0:
             return 0
         count = int(round(share * batch_size))
         return count if len(self.collected) > 0 else batch_size
