@@ -155,7 +155,9 @@ def cmd_table(args: argparse.Namespace) -> None:
             if not (run_dir / "races.csv").is_file():
                 print(f"{run_dir.name}: no race ended within {args.minutes:g} minutes", flush=True)
                 continue
-            rows.append({"demonstrations": label, **table_row(track, str(seed), args.minutes, refs, run_dir)})
+            row = table_row(track, str(seed), args.minutes, refs, run_dir)
+            row["init from"] = f"demonstrations: {label}"  # the column that tells rows apart
+            rows.append(row)
     print_table(rows)
 
 
