@@ -51,6 +51,7 @@ from rulka.collection.rollout import EpisodePlan, EpisodeSpec, Rollout
 from rulka.collection.collector_setup import CollectorSetup, EnvFactory, PlanFactory, default_plan
 from rulka.config import ConfigError, set_active_config, write_config_snapshot
 from rulka.core_types import RunPhase
+from rulka.demonstrations import check_demonstration_folders, use_demonstrations
 from rulka.freed_memory import keep_freed_memory
 from rulka.level_manager import LevelManager
 from rulka.logger import RunLogger
@@ -123,6 +124,7 @@ class GraphManager:
 
     def preflight(self) -> None:
         """Checks that must pass before any work (and before a run folder is made); raise ConfigError."""
+        check_demonstration_folders(self.config)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -187,6 +189,9 @@ class BasicRLGraphManager(GraphManager):
         #: Extra meters fed with every stored action's policy lag and queue delay (e.g. a benchmark's window).
         self.lag_meters: list[LagMeter] = []
         self._published_at = 0
+        #: What pretraining on the demonstrations did (None: no pretraining in this process).
+        self.pretraining = None
+        self._demonstrations_ready = False
 
     # ------------------------------------------------------------------ building
     def default_input_filter(self) -> InputFilter:
@@ -391,6 +396,7 @@ class BasicRLGraphManager(GraphManager):
         self.gatherer = EpisodeGatherer(self.keeps_episode_steps)
         self.stop_at_evaluation = stop_at_evaluation
         self.reached = False
+        self.prepare_demonstrations()
         clock = self._clock = _Clock(agent.counters.env_steps, agent.counters.gradient_updates)
         self.update_clock = UpdateClock(agent.counters.gradient_updates)
         with self._stop_signals():
@@ -437,6 +443,20 @@ class BasicRLGraphManager(GraphManager):
                 collection.stop()
         self.log_performance()
         return self.finish_run(progress, start, self.reached)
+
+    def prepare_demonstrations(self) -> None:
+        """Before the first collected action of this process: keep ``demonstrations.folders`` beside
+        the agent's replay and, in a run that has not acted nor learnt yet, pretrain on them (a resumed
+        run reads them again without pretraining). Evaluation and export never read them."""
+        demonstrations = getattr(self.config, "demonstrations", None)
+        if self._demonstrations_ready or demonstrations is None or not demonstrations.folders:
+            return
+        counters = self.agent.counters
+        self.pretraining = use_demonstrations(self.agent, self.config, self.env_observation_space, self.input_filter,
+                                              self.seed, do_pretrain=counters.env_steps == 0 and
+                                              counters.gradient_updates == 0,
+                                              log=self.log if self.logger is not None else None)
+        self._demonstrations_ready = True
 
     def ingest(self, rollout: Rollout) -> None:
         """Store a rollout, measure its actions' policy lag and queue delay, and report a finished

@@ -543,6 +543,52 @@ class PerformanceParameters:
 
 
 @dataclass
+class DemonstrationParameters:
+    """The ``demonstrations`` section: whole episodes another driver played (a demonstration set,
+    :mod:`memories.demonstrations`; ``rulka demos record`` writes one) give the agent a head start.
+    Empty ``folders`` turns the section off."""
+
+    folders: list[str] = param(rule=list_of(NON_EMPTY_STR), default_factory=list)
+    """Demonstration set folders (each holds a ``demonstrations.yaml``), read when the run is built;
+    their observations must have the environment's names and shapes (record them with the run's
+    environment settings). A resumed run reads them again (checkpoints do not hold them).
+
+    Unit: paths | Range: [] (off), or one folder per driver or track | See: demonstrations.pretrain_updates, demonstrations.batch_share_schedule
+    """
+    pretrain_updates: int = param(500, NON_NEGATIVE_INT)
+    """Supervised updates of the online network on the demonstrations before the first collected
+    action (the target network is then copied from it); they count as gradient updates, so a run
+    that pretrains skips heat-up and its collectors act with the pretrained network from the first
+    action (exploration as ``exploration.epsilon_schedule`` says). Not repeated on ``--resume``.
+
+    Unit: gradient updates | Range: 0 (off) - a few thousand | See: demonstrations.pretrain_loss
+    """
+    pretrain_loss: str = param("large_margin", choice("large_margin", "cross_entropy"))
+    """What a pretraining update minimises on a batch of demonstrated states ``s`` and actions ``a_E``
+    (the agent's acting Q-values: quantile means for IQN and QR-DQN):
+    ``large_margin`` is DQfD's ``max_a [Q(s, a) + margin * (a != a_E)] - Q(s, a_E)`` (zero once the
+    demonstrated action leads by ``margin``; Q keeps its scale for the TD updates that follow),
+    ``cross_entropy`` treats Q as logits of the demonstrated action.
+
+    Unit: - | Range: large_margin, cross_entropy | See: demonstrations.margin
+    """
+    margin: float = param(0.8, POSITIVE)
+    """DQfD's margin of ``large_margin``: how far the demonstrated action's Q must lead the others.
+
+    Unit: Q units (return) | Range: 0.1-1 (DQfD: 0.8) | See: demonstrations.pretrain_loss
+    """
+    batch_share_schedule: Schedule = param(
+        rule=schedule_of(PROBABILITY),
+        default_factory=lambda: Schedule([(0, 0.25), (200_000, 0.0)], "linear"))
+    """Fraction of each training batch drawn (uniformly) from the demonstrations, the rest from the
+    collected replay; the demonstrations are assembled like collected episodes (n-step returns,
+    mini-races, shaping). 0 stops drawing them (pretraining still happens).
+
+    Unit: env steps → fraction of a batch | Range: 0-0.5, decaying to 0 | See: demonstrations.folders
+    """
+
+
+@dataclass
 class ExperimentConfig:
     """The whole definition of an experiment, as the sections of the configuration guide."""
 
@@ -553,6 +599,7 @@ class ExperimentConfig:
     exploration: ExplorationParameters = field(default_factory=ExplorationParameters)
     rewards: RewardParameters = field(default_factory=RewardParameters)
     performance: PerformanceParameters = field(default_factory=PerformanceParameters)
+    demonstrations: DemonstrationParameters = field(default_factory=DemonstrationParameters)
 
     def validation_problems(self) -> list[str]:
         """Checks across sections, with full key paths (run even when a field is out of range, so

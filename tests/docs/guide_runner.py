@@ -12,7 +12,8 @@ Fenced blocks, in order:
   ``sys.path`` (so it can import the files saved before it);
 * in a ``sh`` block, each line ``rulka -p ...`` (optionally after ``NAME=value`` settings) is run by ``rulka.cli.main`` with RULKA ARGS appended
   (the test passes a tiny ``--max-steps``), runs going under SCRATCH_DIR/experiments; it must
-  return 0. Other lines are not run.
+  return 0. A line ``rulka demos record ...`` is run as written (it takes no RULKA ARGS) and must
+  return 0 too. Other lines are not run.
 
 One process runs the whole guide (torch is imported once). Exit status 0 when every block ran.
 """
@@ -31,6 +32,8 @@ EXCERPT_TAG = re.compile(r"^# excerpt: (\S+)")
 #: A command line the runner runs: ``rulka -p ...``, after optional ``NAME=value`` settings (ignored:
 #: the runner already has the scratch folder on ``sys.path``).
 COMMAND = re.compile(r"^(?:[A-Z_]+=\S*\s+)*rulka (-p .*)$")
+#: A tool command the runner runs as written (recording what a later ``rulka -p`` line trains on).
+TOOL_COMMAND = re.compile(r"^rulka (demos record .*)$")
 
 
 def blocks(markdown: str) -> list[tuple[str, str]]:
@@ -57,6 +60,11 @@ def run_guide(guide: Path, scratch: Path, rulka_args: list[str]) -> None:
             runpy.run_path(str(script), run_name="__main__")
         elif language == "sh":
             for line in code.splitlines():
+                if tool := TOOL_COMMAND.match(line):
+                    print(f"{where}: {line}", flush=True)
+                    if main(shlex.split(tool.group(1).split("  #")[0])) != 0:
+                        raise SystemExit(f"{where}: '{line}' failed")
+                    continue
                 if not (command := COMMAND.match(line)):
                     continue
                 args = shlex.split(command.group(1).split("  #")[0])

@@ -28,18 +28,27 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _line(args: argparse.Namespace) -> int:
-    from .replay_to_line import replay_to_line
+    import warnings
+
+    from .replay_to_line import read_ghost, resample_polyline
 
     replay = Path(args.replay)
     if not replay.is_file():
         print(f"rulka tmi line: error: no replay file at {replay}", file=sys.stderr)
         return 2
     try:
-        line = replay_to_line(replay, args.out, distance_between_checkpoints=args.spacing)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ghost = read_ghost(replay)
+        line = resample_polyline(ghost.positions, args.spacing)
     except (ImportError, ValueError) as error:
         print(f"rulka tmi line: error: {error}", file=sys.stderr)
         return 2
+    for warning in caught:
+        print(f"rulka tmi line: warning: {warning.message}", file=sys.stderr)
+    np.save(Path(args.out), line)
     length = float(np.linalg.norm(np.diff(line, axis=0), axis=1).sum()) if len(line) > 1 else 0.0
+    print(f"ghost: {len(ghost.positions)} samples every {ghost.sample_period_ms} ms, {ghost.respawns} respawn(s)")
     print(f"wrote {args.out}: {len(line)} points every {args.spacing:g} m, {length:.1f} m of line")
     return 0
 

@@ -198,6 +198,10 @@ def register_commands(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--out", required=True, help="YAML file to write")
     p.set_defaults(func=cmd_stats)
 
+    from environments.trackmania.tools.demos_cli import register_demos_command
+
+    register_demos_command(subparsers)
+
 
 def main(argv: list[str] | None = None) -> int:
     """Stand-alone entry point (``python -m environments.trackmania.tools.cli``) until the main CLI hooks us in."""

@@ -145,6 +145,7 @@ class TrackManiaGraphManager(BasicRLGraphManager):
     # ------------------------------------------------------------------ building
     def preflight(self) -> None:
         """Refuse at once a run whose real game cannot start (settings or reference lines missing)."""
+        super().preflight()
         cycle_entries(self.config)
         if self.config.environment.backend != "tmi":
             return

@@ -102,6 +102,59 @@ def test_replay_to_line_without_pygbx_explains(monkeypatch, tmp_path):
         replay_to_line(tmp_path / "x.Replay.Gbx")
 
 
+def _fake_pygbx(monkeypatch, *, sample_period, race_time, n_records, respawns=0):
+    """A stand-in ``pygbx`` module whose one ghost drives straight along x at 10 m/s."""
+    import types
+
+    def record(i):
+        return types.SimpleNamespace(position=types.SimpleNamespace(x=0.01 * (sample_period or 100) * i, y=9.0, z=5.0))
+
+    ghost = types.SimpleNamespace(
+        records=[record(i) for i in range(n_records)], race_time=race_time, cp_times=[race_time],
+        num_respawns=respawns, **({} if sample_period is None else {"sample_period": sample_period}),
+    )
+    module = types.ModuleType("pygbx")
+    module.GbxType = types.SimpleNamespace(CTN_GHOST=1, CTN_GHOST_OLD=2)
+    module.Gbx = lambda path: types.SimpleNamespace(get_classes_by_ids=lambda ids: [ghost])
+    monkeypatch.setitem(sys.modules, "pygbx", module)
+
+
+def test_replay_to_line_reads_the_ghosts_sample_period(monkeypatch, tmp_path):
+    """A ghost saved every 50 ms gives the whole race's line (10 s at 10 m/s = 100 m), not the half
+    that a 100 ms assumption kept; samples past the finish are dropped; no period stated = 100 ms."""
+    _fake_pygbx(monkeypatch, sample_period=50, race_time=10_000, n_records=230)
+    line = replay_to_line(tmp_path / "x.Replay.Gbx", tmp_path / "x.npy")
+    assert np.linalg.norm(line[-1] - line[0]) == pytest.approx(100.0)
+    np.testing.assert_allclose(np.load(tmp_path / "x.npy"), line)
+    _fake_pygbx(monkeypatch, sample_period=None, race_time=10_000, n_records=120)
+    line = replay_to_line(tmp_path / "x.Replay.Gbx")
+    assert np.linalg.norm(line[-1] - line[0]) == pytest.approx(100.0)
+
+
+def test_replay_to_line_warns_on_respawns(monkeypatch, tmp_path, capsys):
+    """A ghost that respawned gives a warning (API: GhostRespawnWarning; CLI: on stderr, with the
+    sample period it read); one without respawns gives none."""
+    from environments.trackmania.tmi.replay_to_line import GhostRespawnWarning
+
+    _fake_pygbx(monkeypatch, sample_period=50, race_time=2_000, n_records=41, respawns=2)
+    with pytest.warns(GhostRespawnWarning, match="respawned 2 time"):
+        replay_to_line(tmp_path / "x.Replay.Gbx")
+    replay = tmp_path / "x.Replay.Gbx"
+    replay.write_bytes(b"GBX")
+    parser = argparse.ArgumentParser()
+    cli.register_commands(parser.add_subparsers())
+    args = parser.parse_args(["tmi", "line", str(replay), str(tmp_path / "x.npy")])
+    assert args.func(args) == 0
+    out, err = capsys.readouterr()
+    assert "warning: the ghost respawned 2 time" in err and "every 50 ms" in out
+    _fake_pygbx(monkeypatch, sample_period=50, race_time=2_000, n_records=41)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        replay_to_line(replay)
+
+
 # ---------------------------------------------------------------------- settings and launchers
 def test_env_file_parsing(tmp_path, monkeypatch):
     """KEY=VALUE lines, comments, quotes and export are parsed without evaluation."""
