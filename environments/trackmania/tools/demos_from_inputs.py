@@ -73,9 +73,9 @@ def check_applied(game_record: str, actions: list[int], ms_per_action: int, runn
     hint = ("the game did not apply every input rulka sent" +
             (f"; at running_speed {running_speed:g} (above 100) TMInterface may skip inputs: pass --running-speed 80"
              if running_speed > 100 else "; play it again (is another program sending inputs to the game?)"))
-    events = parse_inputs_script(game_record)
-    start = min((e.time_ms for e in events), default=0) % ms_per_action
     try:
+        events = parse_inputs_script(game_record)
+        start = min((e.time_ms for e in events), default=0) % ms_per_action
         applied = script_actions(events, ms_per_action, start_ms=start).actions
     except InputsScriptError as error:
         raise PlaybackError(f"the game's record of the race: {error}; {hint}") from None

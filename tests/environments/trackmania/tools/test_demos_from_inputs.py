@@ -15,6 +15,7 @@ import pytest
 from environments.trackmania.env import TrackManiaEnv, trackmania_spaces
 from environments.trackmania.tmi.inputs_export import actions_to_inputs_text, export_inputs
 from environments.trackmania.tmi.processes import port_listeners
+from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT
 from environments.trackmania.tools.demos import baseline_actor, race_once
 from environments.trackmania.tools.demos_from_inputs import PlaybackError, check_applied
 from memories.demonstrations import fill_replay, load_demonstrations
@@ -23,7 +24,7 @@ from rulka.cli import main
 from rulka.config import apply_overrides
 from rulka.presets import load_graph_manager
 from tests.environments.trackmania.tmi.standin_helpers import (STANDIN_YAML, free_port_block, processes_mentioning,
-                                                               standin_available)
+                                                               standin_available, standin_environ)
 
 
 @contextlib.contextmanager
@@ -45,13 +46,14 @@ def standin_game(tmp_path: Path, *extra: str):
         game.wait(timeout=20)
 
 
-def test_a_simulator_race_played_back_from_its_inputs_through_a_stand_in_game(tmp_path, capsys):
+def test_a_simulator_race_played_back_from_its_inputs_through_a_stand_in_game(tmp_path, capsys, monkeypatch):
     """The classical driver's race on `short` (simulator, no start jitter) exported as an inputs
     script and played back with `rulka demos from-inputs` through a stand-in game already running on
     the port: the set has the driver's actions, finishes within one action period of the simulator's
     race time, fits the run's spaces and fills a replay; the game, which rulka did not launch, still
-    runs after it. A game that loses every 7th input (the game's record then differs from the script)
-    is refused and writes nothing. Nothing is left once the games are stopped."""
+    runs after it. With --launch the command starts a stand-in itself (launch.sh, as a training run)
+    that loses every 7th input: the game's record then differs from the script, the race is refused
+    and nothing is written. Nothing is left behind."""
     standin_available()
     config = apply_overrides(load_graph_manager("trackmania_iqn_uni").config, [str(STANDIN_YAML)])
     params = dataclasses.replace(config.environment, backend="sim")
@@ -69,8 +71,11 @@ def test_a_simulator_race_played_back_from_its_inputs_through_a_stand_in_game(tm
     with standin_game(tmp_path) as (game, port):
         assert main([*command, str(port), "--out", str(tmp_path / "demo")]) == 0
         assert game.poll() is None, "rulka stopped a game it did not launch"
-    with standin_game(tmp_path, "--", "--lose-input-every", "7") as (game, port):
-        assert main([*command, str(port), "--out", str(tmp_path / "lossy")]) == 2
+    # --launch: the command starts the game with the TMI_* settings (a stand-in through launch.sh) and stops it
+    for key, value in {**standin_environ(tmp_path), "TMI_LINUX_LAUNCH_SCRIPT": str(LAUNCH_SCRIPT),
+                       "TMI_ACCOUNT_NAME": "standin", "RULKA_STANDIN_OPTIONS": "--lose-input-every 7"}.items():
+        monkeypatch.setenv(key, value)
+    assert main([*command, str(free_port_block(1)), "--launch", "--out", str(tmp_path / "lossy")]) == 2
     assert "the game did not apply every input rulka sent" in capsys.readouterr().err
     assert not (tmp_path / "lossy").exists()
 
