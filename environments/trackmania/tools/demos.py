@@ -51,7 +51,7 @@ def race_once(env: TrackManiaEnv, act: Callable[[dict[str, np.ndarray]], int], s
         action = int(act(obs))
         obs, reward, terminated, truncated, info = env.step(action)
         if info.get("discarded"):
-            raise RuntimeError(f"the simulator lost race {seed}: {info.get('discard_reason')}")
+            raise RuntimeError(f"the backend lost race {seed}: {info.get('discard_reason')}")
         for k, v in obs.items():
             states[k].append(np.array(v, copy=True))
         actions.append(action)

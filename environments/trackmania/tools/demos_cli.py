@@ -97,3 +97,6 @@ def register_demos_command(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--out", required=True, help="the demonstration set's folder")
     p.add_argument("--run-seed", type=int, default=0, help="the run's --seed (best runs saved without their seed)")
     p.set_defaults(func=cmd_demos_best_run)
+    from environments.trackmania.tools.demos_from_inputs_cli import add_from_inputs_parser
+
+    add_from_inputs_parser(sub)
