@@ -11,8 +11,11 @@ from rulka.collection.owned import process_start_time
 from tests.rulka.collection.envs import game_owner_factory, make_graph_manager, record_sources
 
 
-def test_two_collectors_with_batched_environments_feed_one_learner():
+def test_two_collectors_with_batched_environments_feed_one_learner(monkeypatch):
     """2 collector processes x 2 environments: the learner stores both, trains, publishes; none is left."""
+    # 5 ms a step: one collector alone needs seconds for the whole run, so a second collector that starts late
+    # on a loaded machine still plays (unpaced, collector 0 once played all 1,500 steps before collector 1 began).
+    monkeypatch.setenv("RULKA_TEST_STEP_S", "0.005")
     graph_manager = make_graph_manager(envs_per_collector=2, send_shared_network_every_n_batches=2)
     sources, lags = record_sources(graph_manager)
     summary = graph_manager.improve(1_500, show_progress=False)
