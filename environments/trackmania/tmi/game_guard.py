@@ -6,14 +6,18 @@ pipe from the owner as its standard input. The owner writes one line per process
 
 - ``group PID START``: the launch script, a process-group leader (its whole group is killed, as
   :meth:`.launcher.SubprocessGame.terminate` does);
-- ``game PID START``: the game, once found.
+- ``game PID START``: the game, once found;
+- ``supervisor PID START``: the owner's parent, never killed (the learner, for a collector process;
+  the node's raylet, for a Ray actor): while it runs, someone can still kill the game.
 
 ``START`` is the process's start time as :func:`.processes.process_info` gives it (psutil's creation time
 in microseconds, else ``/proc`` clock ticks): a pid reused by another program is never killed.
 
 When the pipe closes (the owner closed it after terminating the game, or the owner died in any way:
 SIGKILL, its Ray node lost, its machine's raylet gone), the guard kills whatever of these still runs
-under its start time, and exits. It also exits, killing nothing, once the game it was told of and the
+under its start time, and exits; while the owner's supervisor still runs it first leaves it up to
+``GRACE_S`` to do so (the learner kills a failed collector's games itself and logs their pids and
+ports), and once the supervisor is gone too (a lost Ray node's raylet) it waits no longer. It also exits, killing nothing, once the game it was told of and the
 launch script are gone (the game ended by other means). It watches by reading its standard input, so
 it costs nothing while the owner lives.
 
@@ -28,9 +32,12 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 #: Seconds between two checks that the guarded processes still run.
 CHECK_EVERY_S = 1.0
+#: Seconds the guard leaves, once the owner is gone but its supervisor runs, for the learner to kill the game.
+GRACE_S = 60.0
 
 
 def start_time(pid: int) -> int | None:
@@ -75,6 +82,7 @@ def kill(kind: str, pid: int, start: int) -> None:
 def guard(lines: "queue.Queue[str | None]") -> None:
     """Read the owner's lines until the pipe closes (then kill), or until everything guarded is gone."""
     guarded: list[tuple[str, int, int]] = []
+    supervisor: tuple[int, int] | None = None
     game_told = False
     while True:
         try:
@@ -84,11 +92,19 @@ def guard(lines: "queue.Queue[str | None]") -> None:
                 return  # the game ended by other means: nothing left to guard
             continue
         if line is None:  # the owner closed the pipe or died
+            deadline = time.monotonic() + GRACE_S
+            while (supervisor is not None and start_time(supervisor[0]) == supervisor[1]
+                   and any(start_time(pid) == start for _, pid, start in guarded) and time.monotonic() < deadline):
+                time.sleep(0.1)
             for kind, pid, start in sorted(guarded, key=lambda g: g[0] != "game"):
                 kill(kind, pid, start)
             return
         parts = line.split()
-        if len(parts) == 3 and parts[0] in ("game", "group") and parts[1].isdigit() and parts[2].isdigit():
+        if len(parts) != 3 or not (parts[1].isdigit() and parts[2].isdigit()):
+            continue
+        if parts[0] == "supervisor":
+            supervisor = (int(parts[1]), int(parts[2]))
+        elif parts[0] in ("game", "group"):
             guarded.append((parts[0], int(parts[1]), int(parts[2])))
             game_told = game_told or parts[0] == "game"
 

@@ -24,7 +24,8 @@ On Linux a launch (:func:`launch_linux_script`):
 Every launch also starts the game's guard (:class:`GameGuard`, :mod:`.game_guard`): a small process,
 detached from the launching one, that kills the launch script's process group and the game when the
 launching process (a collector, a Ray actor) is gone, whatever ended it (SIGKILL, its Ray node lost),
-so that no game outlives its collector even where nobody else can reach the machine to kill it.
+after a grace in which the learner kills them itself where it can, so that no game outlives its
+collector even where nobody else can reach the machine to kill it.
 
 On Windows a launch (:func:`launch_windows_tmloader`) takes the same lock, frees the port of a game of
 ours the same way and passes the same marker to TMLoader; the game is found by the marker if TMLoader
@@ -123,7 +124,9 @@ class GameGuard:
 
     SCRIPT = Path(__file__).with_name("game_guard.py")
 
-    def __init__(self) -> None:
+    def __init__(self, supervised: bool = True) -> None:
+        """``supervised``: tell the guard this process's parent, whose life gives the learner time to kill
+        the game (tests pass False)."""
         self.pipe = None
         try:
             flags = 0
@@ -137,9 +140,13 @@ class GameGuard:
                 starter.wait(10)  # it forks the guard and exits at once
         except (OSError, subprocess.TimeoutExpired) as error:
             log.warning("the game's guard did not start (%s): if this process dies, its game is left running", error)
+        parent = os.getppid() if hasattr(os, "getppid") else 0
+        if supervised and parent > 1:
+            self.watch("supervisor", parent, _start_time(parent))
 
     def watch(self, kind: str, pid: int | None, start: int | None) -> None:
-        """Guard ``pid`` (``kind``: ``group`` for the launch script, ``game``) under its start time."""
+        """Guard ``pid`` (``kind``: ``group`` for the launch script, ``game``; ``supervisor``: this process's
+        parent, never killed, whose life gives the learner time to kill the game itself) under its start time."""
         if self.pipe is None or pid is None or start is None:
             return
         try:
