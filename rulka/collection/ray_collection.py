@@ -37,7 +37,9 @@ group, so it answers while a ``collect`` is stuck launching a game). Before an a
 when the collection stops, the learner asks a live actor for a fresh report, ends the actor and kills
 the processes last reported, each only under its reported start time: on the learner's own node
 directly, on another node through a Ray task pinned to that node (``kill_owned_on_node``). ``stop``
-first lets each actor close its environments (``close``), which ends their games politely.
+first lets each actor close its environments (``close``), which ends their games politely. A lost
+node runs no such task: there the environments' own guards must end the games (TrackMania's launcher
+gives each game a guard process that kills it when the process that launched it, the actor, is gone).
 """
 from __future__ import annotations
 
@@ -384,9 +386,10 @@ class RayCollection(RemoteCollection[_Actor]):
                 scheduling_strategy=NodeAffinitySchedulingStrategy(actor.owned_node, soft=False)).remote(processes)
             try:
                 killed = self.ray.get(task, timeout=OWNED_WAIT_S + 10.0)
-            except Exception as error:  # noqa: BLE001 - the node is gone (its processes with it) or busy
-                log.warning("collector %d: could not kill its processes on node %s: %s", actor.collector_id,
-                            actor.owned_node, _first_line(error))
+            except Exception as error:  # noqa: BLE001 - the node is gone or busy: the games' guards kill them
+                log.warning("collector %d: could not kill its processes on node %s (%s): the games' guards kill "
+                            "them there once the actor is gone", actor.collector_id, actor.owned_node,
+                            _first_line(error))
                 return ""
         return killed_clause(actor.collector_id, killed, ports)
 

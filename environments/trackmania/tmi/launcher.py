@@ -21,6 +21,12 @@ On Linux a launch (:func:`launch_linux_script`):
 5. releases the lock once the port is served, or when the launch fails or times out
    (:class:`GameLaunchError`; what it started is killed).
 
+Every launch also starts the game's guard (:class:`GameGuard`, :mod:`.game_guard`): a small process,
+detached from the launching one, that kills the launch script's process group and the game when the
+launching process (a collector, a Ray actor) is gone, whatever ended it (SIGKILL, its Ray node lost),
+after a grace in which the learner kills them itself where it can, so that no game outlives its
+collector even where nobody else can reach the machine to kill it.
+
 On Windows a launch (:func:`launch_windows_tmloader`) takes the same lock, frees the port of a game of
 ours the same way and passes the same marker to TMLoader; the game is found by the marker if TMLoader
 passes its environment on, else as the launch's new process of the game's name. Process facts come
@@ -108,6 +114,62 @@ def process_pids(process: GameProcess | None) -> tuple[int, ...]:
     return ()
 
 
+class GameGuard:
+    """The owner's end of a game's guard (:mod:`.game_guard`): a process, detached from this one, that
+    kills the game when this process is gone (killed, its Ray node lost) or closes the guard.
+
+    Start it before the launch, :meth:`watch` the launch script's group and the game once found, and
+    :meth:`close` it once the game is terminated. Never raises: a guard that cannot start or has gone
+    only costs that protection (logged once)."""
+
+    SCRIPT = Path(__file__).with_name("game_guard.py")
+
+    def __init__(self, supervised: bool = True) -> None:
+        """``supervised``: tell the guard this process's parent, whose life gives the learner time to kill
+        the game (tests pass False)."""
+        self.pipe = None
+        try:
+            flags = 0
+            if sys.platform.startswith("win"):
+                flags = getattr(subprocess, "DETACHED_PROCESS", 0) | getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
+            starter = subprocess.Popen([sys.executable, str(self.SCRIPT)], stdin=subprocess.PIPE,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                       start_new_session=not sys.platform.startswith("win"), creationflags=flags)
+            self.pipe = starter.stdin
+            if hasattr(os, "fork"):
+                starter.wait(10)  # it forks the guard and exits at once
+        except (OSError, subprocess.TimeoutExpired) as error:
+            log.warning("the game's guard did not start (%s): if this process dies, its game is left running", error)
+        parent = os.getppid() if hasattr(os, "getppid") else 0
+        if supervised and parent > 1:
+            self.watch("supervisor", parent, _start_time(parent))
+
+    def watch(self, kind: str, pid: int | None, start: int | None) -> None:
+        """Guard ``pid`` (``kind``: ``group`` for the launch script, ``game``; ``supervisor``: this process's
+        parent, never killed, whose life gives the learner time to kill the game itself) under its start time."""
+        if self.pipe is None or pid is None or start is None:
+            return
+        try:
+            self.pipe.write(f"{kind} {int(pid)} {int(start)}\n".encode())
+            self.pipe.flush()
+        except OSError:
+            self.pipe = None
+
+    def close(self) -> None:
+        """Release the guard: it kills what it watches that still runs, and exits."""
+        if self.pipe is not None:
+            try:
+                self.pipe.close()
+            except OSError:
+                pass
+            self.pipe = None
+
+
+def _start_time(pid: int) -> int | None:
+    info = process_info(pid)
+    return info.start_ticks if info is not None else None
+
+
 class SubprocessGame:
     """A game started through a launcher process (TMLoader, or the user's Wine script).
 
@@ -125,6 +187,8 @@ class SubprocessGame:
         pids_before: game processes that existed before the launch (never ours; Windows only).
         find_grace_s: after the launcher exits, how long the game may take to appear.
         launch_id: this launch's marker value (``RULKA_TMI_LAUNCH_ID``); None on Windows.
+        guard: the launch's :class:`GameGuard` (told of the launcher now and the game once found,
+            closed by :meth:`terminate`); None for no guard.
     """
 
     def __init__(
@@ -136,8 +200,10 @@ class SubprocessGame:
         pids_before: set[int] | None = None,
         find_grace_s: float = 30.0,
         launch_id: str | None = None,
+        guard: GameGuard | None = None,
     ) -> None:
         self.popen = popen
+        self.guard = guard
         self.port = port
         self.game_process_name = game_process_name
         self.pids_before = set(pids_before or ())
@@ -147,6 +213,8 @@ class SubprocessGame:
         self.game_pid: int | None = None
         self.game_started: int | None = None  # the game's creation time when found (processes.ProcInfo.start_ticks)
         self._launcher_exited_at: float | None = None
+        if guard is not None:
+            guard.watch("group", popen.pid, _start_time(popen.pid))
 
     @property
     def pids(self) -> tuple[int, ...]:
@@ -170,6 +238,8 @@ class SubprocessGame:
             info = process_info(pid) if pid is not None else None
             if info is not None:
                 self.game_pid, self.game_started = pid, info.start_ticks
+                if self.guard is not None:
+                    self.guard.watch("game", pid, info.start_ticks)
         return self.game_pid
 
     def _game_running(self) -> bool:
@@ -249,6 +319,8 @@ class SubprocessGame:
         deadline = time.monotonic() + 10
         while pid is not None and pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.02)
+        if self.guard is not None:
+            self.guard.close()
 
 
 def process_cmdline_of(popen: subprocess.Popen) -> str:
@@ -448,9 +520,10 @@ def launch_linux_script(
     with LaunchLock(lock_path, timeout_s=lock_timeout_s):
         free_port_of_our_games(port)
         env = dict(os.environ, **{LAUNCH_MARKER: launch_id, PORT_MARKER: str(int(port))})
+        guard = GameGuard()
         popen = subprocess.Popen(command, start_new_session=True, env=env, stdin=subprocess.DEVNULL)
         game = SubprocessGame(popen, port, game_process_name=game_process_name, launch_id=launch_id,
-                              find_grace_s=find_grace_s)
+                              find_grace_s=find_grace_s, guard=guard)
         try:
             game.wait_until_served(ready_timeout_s)
         except BaseException:
@@ -492,9 +565,10 @@ def launch_windows_tmloader(
         free_port_of_our_games(port)
         before = game_pids(game_process_name)
         env = dict(os.environ, **{LAUNCH_MARKER: launch_id, PORT_MARKER: str(int(port))})
+        guard = GameGuard()
         popen = _start_windows(command, env)
         game = SubprocessGame(popen, port, game_process_name=game_process_name, pids_before=before,
-                              launch_id=launch_id, find_grace_s=find_grace_s)
+                              launch_id=launch_id, find_grace_s=find_grace_s, guard=guard)
         try:
             game.wait_until_served(ready_timeout_s)
         except BaseException:
