@@ -60,8 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "needs -p and the run's -cp flags)")
     parser.add_argument("--init-from", metavar="RUN_DIR|CHECKPOINT|EXPORT_DIR",
                         help="a new run whose online and target networks start from these weights; its optimizer, "
-                             "memory, counters and schedules start fresh (any map, any backend: the network sizes "
-                             "must match)")
+                             "memory, counters and schedules start fresh; only the layer shapes are checked (another "
+                             "map or backend takes them when the network sizes match; simulator weights in the real "
+                             "game: see docs/trackmania.md, 'From the simulator to the real game')")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
     parser.add_argument("--max-steps", type=int, metavar="N",
                         help="stop when the run has taken N environment steps in total (default: the preset's max_env_steps)")
