@@ -10,8 +10,8 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && ! dpkg -s angelsc
 fi
 python3 -m venv .venv
 .venv/bin/pip install -q torch==2.13.0 -e '.[test]'
-# Ray (the collector_backend: ray tests); where it cannot be installed those tests skip and say why.
-.venv/bin/pip install -q -e '.[test,ray]' || echo "scripts/test.sh: could not install Ray; the Ray collector tests will skip"
+# Ray with Ray Tune (the collector_backend: ray and rulka tune tests); where it cannot be installed those tests skip and say why.
+.venv/bin/pip install -q -e '.[test,ray]' || echo "scripts/test.sh: could not install Ray; the Ray collector and rulka tune tests will skip"
 # matplotlib (the plots extra: training curves with axes); where it cannot be installed the curve test skips.
 .venv/bin/pip install -q -e '.[plots]' || echo "scripts/test.sh: could not install matplotlib; the curve test will skip"
 .venv/bin/python -m pytest -q "$@"

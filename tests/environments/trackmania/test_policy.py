@@ -199,12 +199,15 @@ def test_best_greedy_race_time_is_the_fastest_finished_greedy_race(tmp_path):
                   RaceResult("short", False, False, 30.0, 0.6, 0.0, 4, 4.0)])
     graph_manager.race_log.record = lambda *args: next(races)
     graph_manager.stop_at_evaluation = None  # as improve() sets it
-    seen = []
+    seen, reported = [], []
+    graph_manager.evaluation_listeners.append(lambda gm: reported.append((gm.last_evaluation, gm.best_evaluation)))
     for _ in range(4):
         graph_manager.episode_ended(None)
         seen.append((graph_manager.last_evaluation, graph_manager.best_evaluation))
     graph_manager.close()
     assert seen == [(21.5, 21.5), (21.5, 21.5), (19.8, 19.8), (None, 19.8)]
+    assert reported == [(21.5, 21.5), (19.8, 19.8), (None, 19.8)]  # each greedy race, to rulka tune's trials
+    assert graph_manager.evaluation_mode == "min"  # a race time: rulka tune ranks lower first
 
 
 def test_record_races_a_trained_policy(tmp_path, capsys):
