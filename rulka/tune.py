@@ -43,6 +43,8 @@ TUNE_DIR = "tune"
 RESULTS_FILE = "results.csv"
 BEST_LINK = "best"
 PROGRESS_FILE = "tune_progress.jsonl"
+#: The sweep indices of the trials ASHA stopped, one a line.
+STOPPED_FILE = "stopped_by_asha.txt"
 LOG_FILE = "trial.log"
 #: The metric reported to Tune: the run's best evaluation so far.
 METRIC = "evaluation"
@@ -173,15 +175,16 @@ def _tune_config(sweep: dict[str, Any]) -> Any:
     tune = import_tune()
     scheduler = None
     if sweep["scheduler"] == "asha":
-        from ray.tune.schedulers import ASHAScheduler
+        from rulka.tune_scheduler import RecordingASHAScheduler
 
         time_attr, budget = _time_axis(sweep)
         rf = int(sweep["reduction_factor"])
         grace = sweep["grace_period"] or max(1, int(budget / rf ** 2))
         # Rungs strictly below the budget, and no stop at it: a trial that reaches its budget ends by itself
         # (final checkpoint written) instead of being ended by Ray at its last evaluation.
-        scheduler = ASHAScheduler(time_attr=time_attr, max_t=budget - 1, grace_period=grace, reduction_factor=rf,
-                                  stop_last_trials=False)
+        scheduler = RecordingASHAScheduler(str(Path(sweep["dir"]) / STOPPED_FILE), time_attr=time_attr,
+                                           max_t=budget - 1, grace_period=grace, reduction_factor=rf,
+                                           stop_last_trials=False)
     return tune.TuneConfig(metric=METRIC, mode=sweep["mode"], scheduler=scheduler, num_samples=1,
                            max_concurrent_trials=sweep.get("concurrent") or None,
                            trial_dirname_creator=lambda trial: trial_name(trial.config["trial"]["index"]),
@@ -310,9 +313,11 @@ def finish(results: Any, sweep: dict[str, Any]) -> int:
         config = result.config or {}
         if "trial" in config:
             by_index[int(config["trial"]["index"])] = result
-    interrupted = results.num_terminated + results.num_errors < len(sweep["trials"])  # Ctrl-C (Tune saved its state)
-    rows = [_row(trial, by_index.get(trial["index"]), sweep, interrupted) for trial in sweep["trials"]]
     sweep_dir = Path(sweep["dir"])
+    stopped_file = sweep_dir / STOPPED_FILE
+    stopped = {int(i) for i in stopped_file.read_text().split()} if stopped_file.exists() else set()
+    rows = [_row(trial, by_index.get(trial["index"]), sweep, trial["index"] in stopped) for trial in sweep["trials"]]
+    interrupted = any(r["status"] in ("interrupted", "not run") for r in rows)  # Ctrl-C: Tune saved its state
     columns = ["trial", *sweep["keys"], METRIC, "last_evaluation", "env_steps", "stopped_early", "status", "run_dir"]
     with open(sweep_dir / RESULTS_FILE, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=columns)
@@ -330,8 +335,7 @@ def finish(results: Any, sweep: dict[str, Any]) -> int:
     else:
         print("best: none (no trial reported an evaluation)")
     print(f"table written to {sweep_dir / RESULTS_FILE}")
-    stopped = sum(1 for r in rows if r["stopped_early"] == "yes")
-    print(f"{len(rows)} trials, {stopped} stopped early, "
+    print(f"{len(rows)} trials, {sum(1 for r in rows if r['stopped_early'] == 'yes')} stopped early, "
           f"{sum(1 for r in rows if r['status'] == 'error')} failed")
     if interrupted:
         print(f"rulka tune: the sweep was interrupted; rulka tune --resume {sweep_dir} continues it", file=sys.stderr)
@@ -339,7 +343,7 @@ def finish(results: Any, sweep: dict[str, Any]) -> int:
     return 0 if any(r["status"] != "error" for r in rows) else 1
 
 
-def _row(trial: dict[str, Any], result: Any, sweep: dict[str, Any], interrupted: bool) -> dict[str, Any]:
+def _row(trial: dict[str, Any], result: Any, sweep: dict[str, Any], stopped: bool) -> dict[str, Any]:
     run_dir = Path(sweep["dir"]) / TRIALS_DIR / trial_name(trial["index"])
     row: dict[str, Any] = {"trial": trial_name(trial["index"]), **{k: trial["values"][k] for k in sweep["keys"]}}
     metrics = dict(result.metrics or {}) if result is not None else {}
@@ -352,13 +356,12 @@ def _row(trial: dict[str, Any], result: Any, sweep: dict[str, Any], interrupted:
     row["env_steps"] = metrics.get("env_steps", "")
     error = result is not None and result.error is not None
     finished = bool(metrics.get(FINISHED))
-    ran = bool(metrics) or error
     if error or finished:
         status = "error" if error else "done"
-    elif interrupted:
-        status = "interrupted" if ran else "not run"
+    elif stopped:
+        status = "stopped"
     else:
-        status = "stopped" if ran else "not run"
+        status = "interrupted" if metrics or (run_dir / LOG_FILE).exists() else "not run"
     row["stopped_early"] = "yes" if status == "stopped" else "no"
     row["status"] = status
     row["run_dir"] = str(run_dir)

@@ -109,3 +109,43 @@ def test_a_sweep_runs_its_trials_on_the_worker_nodes_of_a_cluster(cluster, tmp_p
     table = rows(tmp_path / "sweep")
     assert [row["status"] for row in table.values()] == ["done", "done"]
     assert all(row["env_steps"] == "600" for row in table.values())
+
+
+def test_a_sweep_stopped_by_ctrl_c_resumes_its_trial_from_the_run_checkpoint(tmp_path):
+    """Ctrl-C on ``rulka tune`` mid-trial: the sweep exits 130 saying how to resume, its trial's run has
+    written a checkpoint; ``rulka tune --resume DIR`` continues that trial with ``rulka --resume`` from the
+    checkpoint (not from step 0) to its 3,000 steps, and the table says done."""
+    tune_or_skip()
+    import os
+    import signal
+    import subprocess
+    import time
+    from pathlib import Path
+
+    (tmp_path / "space.yaml").write_text("training.batch_size: {choice: [64]}\n")
+    root = Path(__file__).resolve().parents[2]
+    command = [sys.executable, "-m", "rulka.cli", "tune", "cartpole_dqn", "--space", str(tmp_path / "space.yaml"),
+               "--samples", "1", "--max-steps", "3000", "--experiments-dir", str(tmp_path), "-e", "sweep", *SMALL,
+               "-cp", "training.checkpoint_every_n_env_steps=500"]
+    sweep = tmp_path / "sweep"
+    progress = sweep / "trials" / "trial_000" / "tune_progress.jsonl"
+    driver = subprocess.Popen(command, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and driver.poll() is None:
+            if progress.exists() and progress.read_text().count("\n") >= 2:  # evaluations at 500 and 1,000 steps
+                break
+            time.sleep(0.5)
+        driver.send_signal(signal.SIGINT)
+        output = driver.communicate(timeout=120)[0]
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 130, output[-3000:]
+    assert f"rulka tune --resume {sweep}" in output
+    assert main(["tune", "--resume", str(sweep)]) == 0
+    log = (sweep / "trials" / "trial_000" / "trial.log").read_text()
+    resumed_at = int(log.split("rulka: resumed ")[1].split(" at ")[1].split()[0])
+    assert 1000 <= resumed_at < 3000, log[-2000:]
+    assert rows(sweep)["trial_000"]["status"] == "done" and rows(sweep)["trial_000"]["env_steps"] == "3000"
