@@ -110,13 +110,13 @@ def start_sweep(preset: str, space_file: str, samples: int, *, experiments_dir: 
     if (sweep_dir / SWEEP_FILE).exists():
         raise ConfigError(f"{sweep_dir} already holds a sweep; continue it with rulka tune --resume {sweep_dir} "
                           f"or pick another -e")
-    sweep_dir.mkdir(parents=True, exist_ok=True)
     if max_steps is None and minutes is None:
         max_steps = int(config.training.max_env_steps)
     budget = max_steps if max_steps else minutes * 60
     if grace_period is not None and not 0 < grace_period < budget - 1:
         raise ConfigError(f"--grace-period {grace_period:g}: give a number between 0 and the trial's budget ({budget:g} "
                           f"{'env steps' if max_steps else 'seconds'})")
+    sweep_dir.mkdir(parents=True, exist_ok=True)
     sweep = {
         "dir": str(sweep_dir.resolve()), "preset": preset, "space_file": str(Path(space_file).resolve()),
         "config_files": [str(Path(c).resolve()) for c in config_files], "overrides": overrides,

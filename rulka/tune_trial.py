@@ -5,8 +5,8 @@
 runs ``rulka RULKA_ARGS`` (``-p PRESET ...`` or ``--resume RUN_DIR``) and appends one JSON line per
 evaluation to PROGRESS.jsonl: ``{"env_steps", "last_evaluation", "best_evaluation", "wall_time_s"}``
 (``null`` where there is none yet, e.g. no finished greedy race). The trial's Tune function
-(:func:`rulka.tune.run_trial`) reads it and reports to Tune. The run stops as after Ctrl-C (final
-checkpoint) when its parent process is gone, e.g. when Tune ended the trial.
+(:func:`rulka.tune.run_trial`) reads it and reports to Tune. Ray normally ends this process with the
+trial's worker; should the run outlive its parent, it stops as after Ctrl-C (final checkpoint).
 """
 from __future__ import annotations
 
