@@ -153,6 +153,12 @@ class Agent(abc.ABC):
     def q_values(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
         """(E, A) action values of a batch of observations, for acting."""
 
+    def deterministic_q_values(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
+        """(E, A) action values that are the same on every call for the same observations (what
+        ``Policy.predict(deterministic=True)`` ranks). :meth:`q_values` here; agents whose
+        :meth:`q_values` draws random numbers (IQN's quantile fractions) fix them."""
+        return self.q_values(observations)
+
     def act(self, observation: Observation, phase: RunPhase) -> ActionInfo:
         """Choose one action per environment. ``observation`` holds (E, ...) arrays."""
         count = len(next(iter(observation.values())))

@@ -42,6 +42,11 @@ class IQNAgent(Agent):
     def q_values(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.online_network.q_values(observations, self.config.neural_network.iqn_k)
 
+    def deterministic_q_values(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Q (B, A): the mean of ``iqn_k`` quantiles at the fixed midpoint fractions ``(i + 0.5) / iqn_k``,
+        the same every call (the run's own acting samples them: :meth:`q_values`)."""
+        return self.online_network.q_values(observations, self.config.neural_network.iqn_k, fixed=True)
+
     def quantiles(self, batch: TransitionBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(predicted, targets, taus, target_taus)``, each (B, N): the online quantiles of the taken
         actions at ``taus`` and the (gradient-free) target quantiles at ``target_taus``."""

@@ -7,7 +7,7 @@ import shutil
 import signal
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import yaml
 
@@ -15,13 +15,18 @@ from rulka import checkpoints, export
 from rulka.collection.remote import CollectorFailure
 from rulka.config import ConfigError, apply_dict, apply_overrides, load_yaml_file
 from rulka.export_command import add_export_command
+from rulka.tune_command import add_tune_command
 from rulka.graph_manager import BasicRLGraphManager
 from rulka.machine import describe_machine, record_resume
 from rulka.params_command import add_params_command
 from rulka.presets import PresetError, available_presets, load_graph_manager
+from rulka.ray_address import parse_ray_address
 from rulka.seeding import resolve_device
 
 RUN_INFO = "run_info.yaml"
+#: Called with the graph manager of a run (``-p`` or ``--resume``) just before it trains (``rulka tune``'s
+#: trials add the one that reports their evaluations: :mod:`rulka.tune_trial`).
+RUN_HOOKS: list[Callable[[BasicRLGraphManager], None]] = []
 
 DESCRIPTION = """\
 Run a reinforcement-learning experiment defined by a preset.
@@ -36,6 +41,7 @@ examples:
   rulka export experiments/my_run --out exports/my_policy      weights + config + spaces + filters
   rulka -p cartpole_iqn --init-from experiments/my_run        a new run whose networks start trained
   rulka params cartpole_iqn -cp training.batch_size=256   every parameter: value, default, unit, docs
+  rulka tune cartpole_dqn --space space.yaml --samples 8 --scheduler asha --max-steps 30000   a sweep (Ray Tune)
 """
 
 
@@ -60,8 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "needs -p and the run's -cp flags)")
     parser.add_argument("--init-from", metavar="RUN_DIR|CHECKPOINT|EXPORT_DIR",
                         help="a new run whose online and target networks start from these weights; its optimizer, "
-                             "memory, counters and schedules start fresh (any map, any backend: the network sizes "
-                             "must match)")
+                             "memory, counters and schedules start fresh; only the layer shapes are checked (another "
+                             "map or backend takes them when the network sizes match; simulator weights in the real "
+                             "game: see docs/trackmania.md, 'From the simulator to the real game')")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
     parser.add_argument("--max-steps", type=int, metavar="N",
                         help="stop when the run has taken N environment steps in total (default: the preset's max_env_steps)")
@@ -72,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", title="tool commands", metavar="COMMAND")
     add_params_command(subparsers)
     add_export_command(subparsers)
+    add_tune_command(subparsers)
     _register_tool_commands(subparsers)
     return parser
 
@@ -221,6 +229,8 @@ def evaluate(args: argparse.Namespace) -> int:
 
 
 def _improve(graph_manager: BasicRLGraphManager, max_steps: int | None, no_progress: bool) -> int:
+    for hook in RUN_HOOKS:
+        hook(graph_manager)
     try:
         summary = graph_manager.improve(max_steps, show_progress=not no_progress)
     finally:
@@ -238,14 +248,7 @@ def _improve(graph_manager: BasicRLGraphManager, max_steps: int | None, no_progr
 
 
 def _ray_address(address: str | None) -> str | None:
-    """``--ray-address``: None / ``none`` (a local instance), ``auto`` or ``HOST:PORT``."""
-    if address is None or address.lower() == "none":
-        return None
-    if address != "auto":
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit():
-            raise ConfigError(f"--ray-address {address!r}: give auto, HOST:PORT (e.g. 192.168.1.10:6379) or none")
-    return address
+    return parse_ray_address(address)
 
 
 def _device(name: str):

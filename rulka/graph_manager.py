@@ -29,7 +29,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import gymnasium as gym
 import numpy as np
@@ -152,6 +152,10 @@ class BasicRLGraphManager(GraphManager):
     info_keys: tuple[str, ...] = ()
     #: Keep every chunk of an episode until it ends (for episode records that need all its steps).
     keeps_episode_steps = False
+    #: Which way ``last_evaluation`` / ``best_evaluation`` improve: ``max`` (returns) or ``min`` (e.g. race times).
+    evaluation_mode = "max"
+    #: What an evaluation is, for tables (``rulka tune``).
+    evaluation_name = "evaluation return"
 
     def __init__(self, agent_class: type[Agent], config: ExperimentConfig,
                  input_filter: InputFilter | None = None, output_filter: OutputFilter | None = None,
@@ -188,6 +192,8 @@ class BasicRLGraphManager(GraphManager):
         self.update_clock = UpdateClock()
         #: Extra meters fed with every stored action's policy lag and queue delay (e.g. a benchmark's window).
         self.lag_meters: list[LagMeter] = []
+        #: Called with this graph manager after each evaluation (:meth:`evaluation_done`), e.g. to report it.
+        self.evaluation_listeners: list[Callable[["BasicRLGraphManager"], None]] = []
         self._published_at = 0
         #: What pretraining on the demonstrations did (None: no pretraining in this process).
         self.pretraining = None
@@ -374,7 +380,13 @@ class BasicRLGraphManager(GraphManager):
             self.best_evaluation = score
             if self.run_dir is not None:
                 self.save_checkpoint(checkpoints.BEST)
+        self.evaluation_done()
         return stop_at is not None and score >= stop_at
+
+    def evaluation_done(self) -> None:
+        """An evaluation has set ``last_evaluation`` and ``best_evaluation``: tell the listeners."""
+        for listener in self.evaluation_listeners:
+            listener(self)
 
     # ------------------------------------------------------------------ the loop
     def in_heatup(self) -> bool:

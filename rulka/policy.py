@@ -49,17 +49,23 @@ class Policy:
         self.action_space = action_space
         self.source = source
 
-    def predict(self, observation: Any, deterministic: bool = True) -> Any:
+    def predict(self, observation: Any, deterministic: bool = True, *, sampled_quantiles: bool = False) -> Any:
         """The environment's action for one observation, or the actions of a batch.
 
         Args:
             observation: as the environment returns it, unbatched (a numpy array, or a dict of
                 arrays for a Dict observation space), or a batch of them (every array with a
                 leading dimension N).
-            deterministic: True: the action of highest value (the run's greedy evaluation; for
-                IQN agents the value is the mean of ``iqn_k`` sampled quantiles, as when the run
-                evaluated). False: explore as the run did at the checkpoint's step (its epsilon
-                and Boltzmann schedules at that step).
+            deterministic: True: the action of highest value, the same action for the same
+                observation on every call. IQN agents rank actions by the mean of ``iqn_k``
+                quantiles at the fixed fractions ``tau_i = (i + 0.5) / iqn_k``, i = 0..iqn_k-1 (the
+                midpoints of K equal strata), where the run's own acting samples them anew for each
+                action. False: explore as the run did at the checkpoint's step (its epsilon and
+                Boltzmann schedules at that step, IQN's fractions sampled).
+            sampled_quantiles: with ``deterministic``, IQN only: rank by the mean of ``iqn_k``
+                quantiles at freshly sampled fractions, exactly as the run's greedy evaluation
+                (``rulka --evaluate``) acts: the action can change from call to call, and a race
+                replays the run's only from the same torch generator state.
 
         Returns:
             One action (an ``int`` for a Discrete space, else what the output filters make of
@@ -67,10 +73,8 @@ class Policy:
             actions are not numbers).
         """
         batch, single = self._filtered_batch(observation)
-        tensors = self.agent.to_device(batch)
         if deterministic:
-            with torch.no_grad():
-                actions = self.agent.q_values(tensors).argmax(dim=1).cpu().numpy()
+            actions = self._values(batch, sampled_quantiles).argmax(dim=1).cpu().numpy()
         else:
             actions = self.agent.act(batch, RunPhase.TRAIN).actions
         env_actions = [self.output_filter.filter(int(a)) for a in actions]
@@ -80,13 +84,20 @@ class Policy:
             return np.asarray(env_actions, dtype=np.int64)
         return env_actions
 
-    def q_values(self, observation: Any) -> np.ndarray:
-        """Action values, (A,) for one observation or (N, A) for a batch (IQN: mean of ``iqn_k``
-        sampled quantiles)."""
+    def q_values(self, observation: Any, *, sampled_quantiles: bool = False) -> np.ndarray:
+        """Action values, (A,) for one observation or (N, A) for a batch: the values
+        ``predict(deterministic=True)`` ranks (IQN: the mean of ``iqn_k`` quantiles at the fixed
+        fractions ``(i + 0.5) / iqn_k``; at sampled ones with ``sampled_quantiles``)."""
         batch, single = self._filtered_batch(observation)
-        with torch.no_grad():
-            q = self.agent.q_values(self.agent.to_device(batch)).cpu().numpy()
+        q = self._values(batch, sampled_quantiles).cpu().numpy()
         return q[0] if single else q
+
+    def _values(self, batch: dict[str, np.ndarray], sampled_quantiles: bool):
+        tensors = self.agent.to_device(batch)
+        with torch.no_grad():
+            if sampled_quantiles:
+                return self.agent.q_values(tensors)
+            return self.agent.deterministic_q_values(tensors)
 
     def _filtered_batch(self, observation: Any) -> tuple[dict[str, np.ndarray], bool]:
         """The observation as the agent takes it: a dict of filtered (N, ...) arrays; whether it

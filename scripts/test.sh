@@ -12,8 +12,8 @@ python3 -m venv .venv
 .venv/bin/pip install -q torch==2.13.0 -e '.[test]'
 # psutil (from the tmi extra, whose pygbx the tests do not need): game supervision's process facts.
 .venv/bin/pip install -q 'psutil>=5.9'
-# Ray (the collector_backend: ray tests); where it cannot be installed those tests skip and say why.
-.venv/bin/pip install -q -e '.[test,ray]' || echo "scripts/test.sh: could not install Ray; the Ray collector tests will skip"
+# Ray with Ray Tune (the collector_backend: ray and rulka tune tests); where it cannot be installed those tests skip and say why.
+.venv/bin/pip install -q -e '.[test,ray]' || echo "scripts/test.sh: could not install Ray; the Ray collector and rulka tune tests will skip"
 # scipy (the driver extra: the racing-line driver); where it cannot be installed its tests skip and say why.
 .venv/bin/pip install -q -e '.[driver]' || echo "scripts/test.sh: could not install scipy; the racing-line driver tests will skip"
 # matplotlib (the plots extra: training curves with axes); where it cannot be installed the curve test skips.

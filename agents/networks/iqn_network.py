@@ -34,6 +34,13 @@ def sample_symmetric_taus(batch_size: int, num_quantiles: int, device: torch.dev
     return torch.cat([lower, 1.0 - lower], dim=1)
 
 
+def midpoint_taus(batch_size: int, num_quantiles: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Fixed quantile fractions, shape (B, K): the midpoints ``(i + 0.5) / K`` of K equal strata, i = 0..K-1
+    (symmetric: each has its mirror ``1 - tau``). The same every call, for deterministic acting."""
+    taus = (torch.arange(num_quantiles, device=device, dtype=torch.float32) + 0.5) / num_quantiles
+    return taus.expand(batch_size, num_quantiles)
+
+
 class IQNNetwork(nn.Module):
     def __init__(self, observation_space: spaces.Dict, num_actions: int, vector_hidden_sizes: list[int],
                  head_hidden_size: int, dueling: bool, embedding_dimension: int,
@@ -58,8 +65,13 @@ class IQNNetwork(nn.Module):
             mixed = (features.unsqueeze(1) * phi.view(batch, n, -1)).view(batch * n, -1)
             return self.head(mixed).view(batch, n, -1)
 
-    def q_values(self, observations: dict[str, torch.Tensor], num_quantiles: int) -> torch.Tensor:
-        """Q (B, A): the mean over ``num_quantiles`` symmetric quantiles."""
+    def q_values(self, observations: dict[str, torch.Tensor], num_quantiles: int, fixed: bool = False) -> torch.Tensor:
+        """Q (B, A): the mean over ``num_quantiles`` quantiles, at sampled symmetric fractions
+        (:func:`sample_symmetric_taus`) or, with ``fixed``, at the midpoints (:func:`midpoint_taus`)."""
         batch = next(iter(observations.values())).shape[0]
-        taus = sample_symmetric_taus(batch, num_quantiles, self.cos_multipliers.device)
+        device = self.cos_multipliers.device
+        if fixed:
+            taus = midpoint_taus(batch, num_quantiles, device)
+        else:
+            taus = sample_symmetric_taus(batch, num_quantiles, device)
         return self(observations, taus).mean(dim=1)

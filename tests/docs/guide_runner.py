@@ -10,7 +10,7 @@ Fenced blocks, in order:
   not run (``tests/docs/test_guides.py`` checks that it appears there verbatim);
 * any other ``python`` block is run as a script, with SCRATCH_DIR as working directory and on
   ``sys.path`` (so it can import the files saved before it);
-* in a ``sh`` block, each line ``rulka -p ...`` (optionally after ``NAME=value`` settings) is run by ``rulka.cli.main`` with RULKA ARGS appended
+* in a ``sh`` block, each line ``rulka -p ...`` or ``rulka tune PRESET ...`` (optionally after ``NAME=value`` settings) is run by ``rulka.cli.main`` with RULKA ARGS appended
   (the test passes a tiny ``--max-steps``), runs going under SCRATCH_DIR/experiments; it must
   return 0. A line ``rulka demos record ...`` is run as written (it takes no RULKA ARGS) and must
   return 0 too. Other lines are not run.
@@ -29,9 +29,9 @@ from pathlib import Path
 BLOCK = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 FILE_TAG = re.compile(r"^# file: (\S+)")
 EXCERPT_TAG = re.compile(r"^# excerpt: (\S+)")
-#: A command line the runner runs: ``rulka -p ...``, after optional ``NAME=value`` settings (ignored:
-#: the runner already has the scratch folder on ``sys.path``).
-COMMAND = re.compile(r"^(?:[A-Z_]+=\S*\s+)*rulka (-p .*)$")
+#: A command line the runner runs: ``rulka -p ...`` or ``rulka tune PRESET ...``, after optional ``NAME=value``
+#: settings (ignored: the runner already has the scratch folder on ``sys.path``).
+COMMAND = re.compile(r"^(?:[A-Z_]+=\S*\s+)*rulka (-p .*|tune \w.*)$")
 #: A tool command the runner runs as written (recording what a later ``rulka -p`` line trains on).
 TOOL_COMMAND = re.compile(r"^rulka (demos record .*)$")
 
@@ -69,8 +69,9 @@ def run_guide(guide: Path, scratch: Path, rulka_args: list[str]) -> None:
                     continue
                 args = shlex.split(command.group(1).split("  #")[0])
                 print(f"{where}: {line}", flush=True)
+                shown = [] if args[0] == "tune" else ["--no-progress"]  # a sweep's trials never show one
                 status = main([*args, *rulka_args, "--experiments-dir", str(scratch / "experiments"),
-                               "--device", "cpu", "--no-progress"])
+                               "--device", "cpu", *shown])
                 if status != 0:
                     raise SystemExit(f"{where}: '{line}' exited with {status}")
 

@@ -125,6 +125,8 @@ class TrackManiaGraphManager(BasicRLGraphManager):
     config: TrackManiaExperimentConfig
     info_keys = RACE_INFO_KEYS
     keeps_episode_steps = True
+    evaluation_mode = "min"
+    evaluation_name = "best greedy race time (s)"
 
     def __init__(self, agent_class: type, config: TrackManiaExperimentConfig,
                  preset_validation_params: PresetValidationParameters | None = None,
@@ -204,6 +206,7 @@ class TrackManiaGraphManager(BasicRLGraphManager):
             stop_at = self.stop_at_evaluation
             if stop_at is not None and race.finished and race.race_time_s <= stop_at:
                 self.reached = True
+            self.evaluation_done()
 
     def describe_evaluation(self) -> list[str]:
         """One line per greedy race of the last :meth:`evaluate` (:func:`greedy_race_line`)."""

@@ -66,7 +66,7 @@ def test_exported_policy_drives_the_simulator_as_the_run_greedy_agent(tmp_path):
         return int(graph_manager.agent.act(batched, RunPhase.EVALUATE).actions[0])
 
     run_actions, run_info = race(env, agent_action)
-    policy_actions, policy_info = race(env, lambda obs: policy.predict(obs, deterministic=True))
+    policy_actions, policy_info = race(env, lambda obs: policy.predict(obs, deterministic=True, sampled_quantiles=True))
     graph_manager.close()
     assert len(run_actions) > 10 and isinstance(policy_actions[0], int)
     assert policy_actions == run_actions
@@ -105,7 +105,8 @@ def test_trained_export_finishes_short_as_its_run_evaluation():
             observation, _ = env.reset(seed=reset_seed)
             done, info, actions = False, {}, 0
             while not done and actions < max_actions:
-                observation, _, terminated, truncated, info = env.step(policy.predict(observation, deterministic=True))
+                observation, _, terminated, truncated, info = env.step(
+                    policy.predict(observation, deterministic=True, sampled_quantiles=True))
                 done, actions = terminated or truncated, actions + 1
             return info, actions
 
@@ -128,6 +129,27 @@ def test_evaluate_export_without_preset_reports_the_run_evaluation(capsys):
     assert main(["--evaluate", str(TRAINED), "--device", "cpu", "--seed", str(reset_seed - EVAL_SEED_OFFSET),
                  "-cp", "training.evaluation_episodes=1"]) == 0
     assert f"evaluation: {line}" in capsys.readouterr().out
+
+
+def test_deterministic_predict_gives_the_same_action_every_call(tmp_path):
+    """predict(deterministic=True) on a TrackMania IQN policy returns the same action for the same
+    observation on every call (fixed quantile fractions); with sampled fractions the values change
+    from call to call."""
+    _, run_dir = sim_run(tmp_path)
+    policy = load_policy(export_policy(run_dir, tmp_path / "exp"))
+    env = TrackManiaEnv(policy.config.environment, track="short", backend="sim")
+    observations = [env.reset(seed=0)[0]]
+    for action in [3, 0, 1, 2, 3, 4, 5]:
+        observations.append(env.step(action)[0])
+    env.close()
+    batch = {k: np.stack([o[k] for o in observations]) for k in observations[0]}
+    first = policy.q_values(batch)
+    for _ in range(10):
+        assert np.array_equal(policy.q_values(batch), first)
+        assert policy.predict(batch, deterministic=True).tolist() == first.argmax(1).tolist()
+    assert {policy.predict(observations[0], deterministic=True) for _ in range(10)} == {int(first[0].argmax())}
+    assert not np.array_equal(policy.q_values(batch, sampled_quantiles=True),
+                              policy.q_values(batch, sampled_quantiles=True))
 
 
 def test_init_from_crosses_maps_and_backends(tmp_path):
@@ -177,12 +199,15 @@ def test_best_greedy_race_time_is_the_fastest_finished_greedy_race(tmp_path):
                   RaceResult("short", False, False, 30.0, 0.6, 0.0, 4, 4.0)])
     graph_manager.race_log.record = lambda *args: next(races)
     graph_manager.stop_at_evaluation = None  # as improve() sets it
-    seen = []
+    seen, reported = [], []
+    graph_manager.evaluation_listeners.append(lambda gm: reported.append((gm.last_evaluation, gm.best_evaluation)))
     for _ in range(4):
         graph_manager.episode_ended(None)
         seen.append((graph_manager.last_evaluation, graph_manager.best_evaluation))
     graph_manager.close()
     assert seen == [(21.5, 21.5), (21.5, 21.5), (19.8, 19.8), (None, 19.8)]
+    assert reported == [(21.5, 21.5), (19.8, 19.8), (None, 19.8)]  # each greedy race, to rulka tune's trials
+    assert graph_manager.evaluation_mode == "min"  # a race time: rulka tune ranks lower first
 
 
 def test_record_races_a_trained_policy(tmp_path, capsys):
