@@ -95,6 +95,26 @@ GAME_FAULTS = (
               "flight into its local buffer (`performance.collector_buffer_actions`) and waits between races",
               "no race is discarded and no game drops its client; the races go on after the stall",
               f"{SUPERVISION}::test_supervision_faults_in_turn_in_one_run"),
+    GameFault("At the uni stand-in configuration's own learner settings (batch 512, replay ratio 32, speed 160, "
+              "not throttled): a game hangs (SIGSTOP) mid-race, a collector is killed (SIGKILL) mid-race, the "
+              "learner is frozen while its collectors get SIGTERM",
+              "as above: the in-race timeout (30 s); the collector's exit; SIGTERM reaches the collectors",
+              "the hung game's race is discarded and the game killed and relaunched; the killed collector's game "
+              "goes with it and a new collector races; collectors sent SIGTERM close their environments and kill "
+              "their games (exit 143), none left running; Ctrl-C then leaves no process of the run",
+              "tests/environments/trackmania/tmi/test_supervision_unthrottled.py::"
+              "test_supervision_at_the_configurations_own_learner_settings"),
+    GameFault("A collector process is sent SIGTERM while its learner polls nothing",
+              "the collector's own SIGTERM handler (no learner needed)",
+              "it closes its environments and kills the games they still run (pid and start time), exit 143",
+              "tests/rulka/collection/test_processes.py::"
+              "test_a_collector_sent_sigterm_kills_its_games_while_the_learner_is_frozen"),
+    GameFault("A Ray node is lost (its raylet and the collector actor on it die) while its game runs",
+              "the game's guard process (not the collector's child) sees the pipe from its collector close and "
+              "the collector's parent gone",
+              "the guard kills the game and its launch script's group at once (by pid and start time); with the "
+              "collector's parent alive it first leaves the learner 60 s to kill the game itself",
+              "tests/environments/trackmania/tmi/test_game_guard.py::test_a_lost_nodes_game_dies_with_its_node"),
     GameFault("A stranger's program holds the port at launch",
               "the listener on the port has no rulka launch marker (or belongs to another user)",
               "not killed: `PortHeldError` names its pid and command line and the fix (stop it, or choose other "
