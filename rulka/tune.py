@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import importlib
 import json
 import math
 import os
@@ -59,8 +60,8 @@ INSTALL_HINT = "pip install 'rulka[ray]' (Ray Tune and what it needs: pandas, py
 
 def import_tune() -> Any:
     """``ray.tune``, or a ConfigError that says how to install it."""
-    try:
-        from ray import tune
+    try:  # import_module consults sys.modules even when ``ray.tune`` is already an attribute of ``ray``
+        tune = importlib.import_module("ray.tune")
     except ImportError as error:
         raise ConfigError(f"rulka tune needs Ray Tune, which is not installed ({error}); install it with "
                           f"{INSTALL_HINT}") from None

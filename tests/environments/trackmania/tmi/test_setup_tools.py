@@ -37,19 +37,20 @@ def fake_replay_module(race_time_ms: int, positions: np.ndarray) -> types.Module
 
 def test_rulka_tmi_line_writes_the_reference_line(tmp_path, monkeypatch, capsys):
     """`rulka tmi line R.Replay.Gbx OUT.npy`: the ghost's positions up to its finish (race_time / 100 ms
-    records) resampled every 0.5 m into an (N, 3) .npy; the command says what it wrote."""
-    z = np.arange(0.0, 12.0)  # 12 records 1 m apart; the finish at 1.0 s keeps the first 10
+    + 1 records: the finish's own record included) resampled every 0.5 m into an (N, 3) .npy; the command
+    says what it wrote."""
+    z = np.arange(0.0, 12.0)  # 12 records 1 m apart; the finish at 1.0 s keeps the first 11 (0 to 1.0 s)
     positions = np.stack([np.zeros_like(z), np.full_like(z, 9.0), z], axis=1)
     monkeypatch.setitem(sys.modules, "pygbx", fake_replay_module(1000, positions))
     replay, out = tmp_path / "A01.Replay.Gbx", tmp_path / "A01.npy"
     replay.write_bytes(b"GBX")
     assert main(["tmi", "line", str(replay), str(out)]) == 0
     line = np.load(out)
-    assert line.shape == (19, 3)  # 9 m of line, a point every 0.5 m
-    np.testing.assert_allclose(line[:, 2], np.arange(0.0, 9.5, 0.5))
-    assert f"wrote {out}: 19 points every 0.5 m, 9.0 m of line" in capsys.readouterr().out
+    assert line.shape == (21, 3)  # 10 m of line, a point every 0.5 m
+    np.testing.assert_allclose(line[:, 2], np.arange(0.0, 10.5, 0.5))
+    assert f"wrote {out}: 21 points every 0.5 m, 10.0 m of line" in capsys.readouterr().out
     assert main(["tmi", "line", str(replay), str(out), "--spacing", "1"]) == 0
-    assert np.load(out).shape == (10, 3)
+    assert np.load(out).shape == (11, 3)
 
 
 @pytest.mark.reliability
