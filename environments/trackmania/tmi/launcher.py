@@ -516,14 +516,37 @@ def launch_linux_script(
         GameLaunchError: no game served the port within ``ready_timeout_s`` (what was started is killed).
         LaunchLockTimeout: other launches held the lock for ``lock_timeout_s``.
     """
+    return _launch_under_lock(
+        lambda env: subprocess.Popen(command, start_new_session=True, env=env, stdin=subprocess.DEVNULL),
+        port, game_process_name=game_process_name, ready_timeout_s=ready_timeout_s, lock_path=lock_path,
+        lock_timeout_s=lock_timeout_s, find_grace_s=find_grace_s, count_games_before=False)
+
+
+def _launch_under_lock(
+    start: Callable[[dict[str, str]], subprocess.Popen],
+    port: int,
+    *,
+    game_process_name: str,
+    ready_timeout_s: float,
+    lock_path: str | Path | None,
+    lock_timeout_s: float,
+    find_grace_s: float,
+    count_games_before: bool,
+) -> SubprocessGame:
+    """The launch both platforms share: under the launch lock, free the port of a game of ours, start the
+    launcher (``start(env)``, ``env`` carrying the launch marker and port) with a guard, and wait until the
+    port is served (what was started is killed on failure). ``count_games_before``: remember the running
+    ``game_process_name`` pids, so the game can be found as the only new one when it does not carry the
+    marker (TMLoader on Windows)."""
     launch_id = uuid.uuid4().hex
     with LaunchLock(lock_path, timeout_s=lock_timeout_s):
         free_port_of_our_games(port)
+        before = game_pids(game_process_name) if count_games_before else None
         env = dict(os.environ, **{LAUNCH_MARKER: launch_id, PORT_MARKER: str(int(port))})
         guard = GameGuard()
-        popen = subprocess.Popen(command, start_new_session=True, env=env, stdin=subprocess.DEVNULL)
-        game = SubprocessGame(popen, port, game_process_name=game_process_name, launch_id=launch_id,
-                              find_grace_s=find_grace_s, guard=guard)
+        popen = start(env)
+        game = SubprocessGame(popen, port, game_process_name=game_process_name, pids_before=before,
+                              launch_id=launch_id, find_grace_s=find_grace_s, guard=guard)
         try:
             game.wait_until_served(ready_timeout_s)
         except BaseException:
@@ -560,22 +583,10 @@ def launch_windows_tmloader(
         LaunchLockTimeout: other launches held the lock for ``lock_timeout_s``.
     """
     require_process_facts()
-    launch_id = uuid.uuid4().hex
-    with LaunchLock(lock_path, timeout_s=lock_timeout_s):
-        free_port_of_our_games(port)
-        before = game_pids(game_process_name)
-        env = dict(os.environ, **{LAUNCH_MARKER: launch_id, PORT_MARKER: str(int(port))})
-        guard = GameGuard()
-        popen = _start_windows(command, env)
-        game = SubprocessGame(popen, port, game_process_name=game_process_name, pids_before=before,
-                              launch_id=launch_id, find_grace_s=find_grace_s, guard=guard)
-        try:
-            game.wait_until_served(ready_timeout_s)
-        except BaseException:
-            game.terminate()
-            raise
-    log.info("game for port %d is served (game pid %s, launch %s)", port, game.game_pid, launch_id)
-    return game
+    return _launch_under_lock(
+        lambda env: _start_windows(command, env), port, game_process_name=game_process_name,
+        ready_timeout_s=ready_timeout_s, lock_path=lock_path, lock_timeout_s=lock_timeout_s,
+        find_grace_s=find_grace_s, count_games_before=True)
 
 
 def default_launcher(settings: TMISettings, platform: str | None = None, *,
