@@ -201,8 +201,21 @@ def _time_axis(sweep: dict[str, Any]) -> tuple[str, float]:
 
 def _run_config(sweep: dict[str, Any]) -> Any:
     tune = import_tune()
-    return tune.RunConfig(name=TUNE_DIR, storage_path=sweep["dir"], verbose=0,
+    return tune.RunConfig(name=TUNE_DIR, storage_path=sweep["dir"], verbose=0, callbacks=[_finite_tensorboard_logger()],
                           failure_config=tune.FailureConfig(max_failures=0))
+
+
+def _finite_tensorboard_logger() -> Any:
+    """Tune's TensorBoard logger without the +inf metric of a trial that has no evaluation yet (tensorboardX
+    prints "NaN or Inf found in input tensor." for each, every report, and the value draws nothing)."""
+    from ray.tune.logger import TBXLoggerCallback
+
+    class FiniteTBXLoggerCallback(TBXLoggerCallback):
+        def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
+            finite = {k: v for k, v in result.items() if not isinstance(v, float) or math.isfinite(v)}
+            super().log_trial_result(iteration, trial, finite)
+
+    return FiniteTBXLoggerCallback()
 
 
 def _print_plan(sweep: dict[str, Any]) -> None:

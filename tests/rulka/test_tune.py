@@ -44,6 +44,22 @@ def test_help_explains_every_flag():
         assert action.help and len(action.help) > 10, action.option_strings or action.dest
 
 
+def test_tune_tensorboard_logger_gets_no_infinite_metric(monkeypatch):
+    """Before its first evaluation (a TrackMania trial before its first finished race) a trial reports +inf;
+    Tune's TensorBoard logger is not given it (tensorboardX would print a warning at every report)."""
+    tune_or_skip()
+    from ray.tune.logger import TBXLoggerCallback
+
+    from rulka.tune import _run_config
+
+    logged = []
+    monkeypatch.setattr(TBXLoggerCallback, "log_trial_result", lambda self, i, trial, result: logged.append(result))
+    loggers = [c for c in _run_config({"dir": "/nonexistent"}).callbacks if isinstance(c, TBXLoggerCallback)]
+    assert len(loggers) == 1  # Tune then adds no default TensorBoard logger of its own
+    loggers[0].log_trial_result(1, None, {"evaluation": float("inf"), "last_evaluation": float("nan"), "env_steps": 7})
+    assert logged == [{"env_steps": 7}]
+
+
 def test_asha_stops_the_poor_trial_and_the_best_is_a_run_folder(tmp_path, capsys):
     """Two trials one after the other (seed 1 draws the learning rate 1e-3, then 1e-7): at ASHA's rung of
     1,500 steps the second trial's best evaluation (about 10: it cannot learn) is below the first's (it has
