@@ -43,7 +43,7 @@ def test_twenty_kills_at_random_moments_lose_at_most_one_checkpoint_interval(tmp
     marker = tmp_path / "in_write"
     kills = killed_in_write = 0
     best_steps = 0
-    deadline = time.monotonic() + 900  # about 3 minutes on an idle 2-core machine
+    deadline = time.monotonic() + 900  # about 1 minute on an idle 2-core machine
     while time.monotonic() < deadline:
         slow = ("before", "after")[kills % 2] if kills % 3 == 2 and kills < KILLS else ""
         marker.unlink(missing_ok=True)
