@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from rulka.cli import main as rulka
+from rulka.config import load_yaml_file
 
 HERE = Path(__file__).resolve().parent
 SWEEPS = {
@@ -46,7 +47,7 @@ def main() -> int:
     with open(Path(args.out) / name / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     scored = [float(r["evaluation"]) for r in rows if r["evaluation"]]
-    lower = args.sweep == "trackmania"
+    lower = load_yaml_file(Path(args.out) / name / "sweep.yaml")["mode"] == "min"  # the preset's evaluation_mode
     best = (min if lower else max)(scored) if scored else None
     stopped = sum(r["stopped_early"] == "yes" for r in rows)
     print(f"sweep {args.sweep}: {wall / 60:.1f} minutes wall time, {len(rows)} trials, {stopped} stopped early by ASHA, "

@@ -203,9 +203,11 @@ def fill_replay(replay: Replay, episodes: Iterable[DemoEpisode],
     return stored
 
 
-def _concatenate(a: TransitionBatch, b: TransitionBatch) -> TransitionBatch:
+def _concatenate(a: TransitionBatch, b: TransitionBatch, device: torch.device) -> TransitionBatch:
+    """``a``'s rows then ``b``'s, both sampled on the CPU, joined there and moved to ``device`` once."""
     def cat(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return torch.cat([x, y])
+        joined = torch.cat([x, y])
+        return joined if device.type == "cpu" else joined.to(device, non_blocking=True)
 
     mask_a = np.ones(a.size, bool) if a.priority_mask is None else a.priority_mask
     steps = (None if a.steps_used is None or b.steps_used is None
@@ -260,11 +262,13 @@ class MixedReplay:
         if count == 0:
             return self.collected.sample(batch_size, gamma, device)
         self.demonstration_rows += count
-        demos = self.demonstrations.sample(count, gamma, device)
         if count == batch_size:
+            demos = self.demonstrations.sample(count, gamma, device)
             demos.priority_mask = np.zeros(batch_size, bool)
             return demos
-        return _concatenate(self.collected.sample(batch_size - count, gamma, device), demos)
+        cpu = torch.device("cpu")  # both parts stay on the CPU (no copy) until the joined batch moves
+        demos = self.demonstrations.sample(count, gamma, cpu)
+        return _concatenate(self.collected.sample(batch_size - count, gamma, cpu), demos, torch.device(device))
 
     def update_priorities(self, batch: TransitionBatch, errors: torch.Tensor | np.ndarray) -> int:
         return self.collected.update_priorities(batch, errors)

@@ -21,6 +21,7 @@ import numpy as np
 
 from environments.trackmania.env import TrackManiaEnv
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
+from environments.trackmania.tools.record import baseline_policy
 from memories.demonstrations import DemoEpisode, write_demonstrations
 
 #: The numeric race state saved after every step (``info`` keys of :class:`TrackManiaEnv`).
@@ -67,20 +68,6 @@ def race_once(env: TrackManiaEnv, act: Callable[[dict[str, np.ndarray]], int], s
     return episode, RecordedRace(seed, len(actions), int(info["race_time_ms"]), bool(info["finished"]), end)
 
 
-def baseline_actor(env: TrackManiaEnv, margins: Any = None) -> Callable[[dict[str, np.ndarray]], int]:
-    """The classical driver bound to ``env`` (it reads the car state), reset at each race start."""
-    from environments.trackmania.tools.baseline import BaselineDriver
-
-    driver = BaselineDriver(env.track, margins=margins)
-
-    def act(obs: dict[str, np.ndarray]) -> int:
-        if env.state.race_time_ms == 0:
-            driver.reset()
-        return driver.act(env.state)
-
-    return act
-
-
 def record_demonstrations(out: str | Path, track: str, races: int, *, policy: str = "baseline",
                           params: TrackManiaEnvironmentParameters | None = None, margins: Any = None,
                           seed: int = 0, max_steps: int | None = None,
@@ -97,7 +84,7 @@ def record_demonstrations(out: str | Path, track: str, races: int, *, policy: st
     if policy == "baseline":
         params = params or TrackManiaEnvironmentParameters(backend="sim")
         env = TrackManiaEnv(params=dataclasses.replace(params, backend="sim"), track=track)
-        act = baseline_actor(env, margins)
+        act = baseline_policy(env, margins)
         source["margins"] = str(margins) if margins is not None else "shipped"
     else:
         from rulka.policy import load_policy

@@ -123,12 +123,13 @@ def record_episode(env, policy: Policy, out_dir: str | Path, seed: int | None = 
     return RecordResult(gif_path=gif_path, png_path=png_path, steps=steps, total_reward=total, info=info)
 
 
-def baseline_policy(env) -> Policy:
-    """The classical driver as an ``obs -> action`` policy bound to ``env`` (it reads the car state)."""
+def baseline_policy(env, margins: Any = None) -> Policy:
+    """The classical driver as an ``obs -> action`` policy bound to ``env`` (it reads the car state),
+    reset at each race start; ``margins``: its tuned margins (None: the shipped ones)."""
     from environments.trackmania.tools.baseline import BaselineDriver
 
     base = env.unwrapped
-    driver = BaselineDriver(base.track)
+    driver = BaselineDriver(base.track, margins=margins)
 
     def policy(obs: dict[str, np.ndarray]) -> int:
         if base.state.race_time_ms == 0:

@@ -16,7 +16,8 @@ from environments.trackmania.env import TrackManiaEnv, trackmania_spaces
 from environments.trackmania.tmi.inputs_export import actions_to_inputs_text, export_inputs
 from environments.trackmania.tmi.processes import port_listeners
 from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT
-from environments.trackmania.tools.demos import baseline_actor, race_once
+from environments.trackmania.tools.demos import race_once
+from environments.trackmania.tools.record import baseline_policy
 from environments.trackmania.tools.demos_from_inputs import PlaybackError, check_applied
 from memories.demonstrations import fill_replay, load_demonstrations
 from memories.replay import make_replay
@@ -60,7 +61,7 @@ def test_a_simulator_race_played_back_from_its_inputs_through_a_stand_in_game(tm
     sim = TrackManiaEnv(params, track="short", backend_options={"start_lateral_jitter_m": 0.0,
                                                                 "start_heading_jitter_rad": 0.0})
     try:
-        driven, race = race_once(sim, baseline_actor(sim), seed=0)
+        driven, race = race_once(sim, baseline_policy(sim), seed=0)
     finally:
         sim.close()
     assert race.finished
