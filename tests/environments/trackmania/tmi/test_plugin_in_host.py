@@ -12,7 +12,8 @@ from environments.trackmania.tmi.backend import TMIBackend
 from environments.trackmania.tmi.check import PortStatus, check_port
 from environments.trackmania.tmi.client import TMIClient
 from environments.trackmania.tmi.game_instance_manager import GameInstanceManager
-from environments.trackmania.tmi.inputs_export import ACTIONS, actions_to_inputs_text, parse_inputs_text
+from environments.trackmania.tmi.inputs_export import ACTIONS, actions_to_inputs_text
+from environments.trackmania.tmi.inputs_script import parse_inputs_script, script_actions
 from environments.trackmania.tmi.protocol import MessageType, TMInterfaceConnectionClosed
 from environments.trackmania.tmi.settings import TMISettings
 from environments.trackmania.tmi.state import check_wheel_order, decode_state
@@ -77,7 +78,7 @@ def test_cut_off_and_inputs_record_through_the_plugin(host_launcher, fast_config
             m.step(accelerate=accel, brake=brake, left=False, right=True)
         text = m.client.get_inputs()
         assert "press up" in text and "press right" in text and "rel up" in text and "press down" in text
-        assert parse_inputs_text(text)[:1] == [2]  # accel + right from the first action on
+        assert script_actions(parse_inputs_script(text)).actions[:1] == [2]  # accel + right from the first action on
         m.end_race()
         r = m.start_race(MAP)
         assert r.race_time_ms == 0 and decode_state(r.state).position[2] == 0.0
@@ -319,14 +320,7 @@ def test_exported_inputs_match_the_games_own_record(host_launcher, fast_config):
 
 def key_events(text: str) -> list[tuple[int, str, bool]]:
     """(time ms, key, pressed) of an inputs script, ranges split into press and release, sorted."""
-    events = []
-    for line in text.splitlines():
-        when, verb, key = line.split()
-        times = [round(float(t) * 1000) for t in when.split("-")]
-        events.append((times[0], key, verb == "press"))
-        if len(times) == 2:
-            events.append((times[1], key, False))
-    return sorted(events)
+    return sorted((e.time_ms, e.key, e.pressed) for e in parse_inputs_script(text))
 
 
 def test_two_map_cycle_on_one_game_instance(host_launcher, fast_config):

@@ -9,7 +9,8 @@ import pytest
 
 from environments.trackmania.tmi import cli
 from environments.trackmania.tmi.check import PortStatus, check_port
-from environments.trackmania.tmi.inputs_export import actions_to_inputs_text, export_inputs, format_time, parse_inputs_text
+from environments.trackmania.tmi.inputs_export import actions_to_inputs_text, export_inputs, format_time
+from environments.trackmania.tmi.inputs_script import InputsScriptError, parse_inputs_script, script_actions
 from environments.trackmania.tmi.install import PLUGIN_SOURCE, install_plugin
 from environments.trackmania.tmi.launcher import default_launcher, linux_script_command, tmloader_command
 from environments.trackmania.tmi.replay_to_line import replay_to_line, resample_polyline
@@ -74,12 +75,17 @@ def test_inputs_text_format():
 
 
 def test_inputs_round_trip(tmp_path):
-    """Random action lists survive export and parse (given the number of actions)."""
+    """Random action lists survive export and the reader that plays scripts back (inputs_script):
+    the actions up to the script's last key change, then the last one held; a list that presses
+    nothing writes no line, which the reader refuses."""
     rng = np.random.default_rng(3)
     for _ in range(50):
         actions = rng.integers(0, 12, size=int(rng.integers(1, 40))).tolist()
         path = export_inputs(tmp_path / "run.inputs", actions)
-        assert parse_inputs_text(path.read_text(), n_actions=len(actions)) == actions
+        played = script_actions(parse_inputs_script(path.read_text())).actions
+        assert (played + played[-1:] * len(actions))[:len(actions)] == actions
+    with pytest.raises(InputsScriptError, match="presses no key"):
+        script_actions(parse_inputs_script(actions_to_inputs_text([3, 3])))
 
 
 # ---------------------------------------------------------------------- replay to line
