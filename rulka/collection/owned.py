@@ -31,6 +31,12 @@ log = logging.getLogger(__name__)
 
 _MAX_WRAPPERS = 16
 
+#: Set by the collection layer in a collector's own process (:func:`mark_collector_process`): the pid of
+#: the process whose life gives the learner time to kill the collector's owned processes itself once
+#: the collector is gone (a collector process's learner, a Ray actor's raylet). Unset in the learner's
+#: own process, whose owned processes nobody else kills.
+SUPERVISOR_ENV = "RULKA_COLLECTOR_SUPERVISOR"
+
 
 def _hook_owner(env: Any, hook: str) -> Any:
     for _ in range(_MAX_WRAPPERS):
@@ -52,6 +58,17 @@ def owned_ports(env: Any) -> tuple[int, ...]:
     """``env.owned_ports()`` of the first layer of ``env``'s wrapper chain that has it, else ``()``."""
     owner = _hook_owner(env, "owned_ports")
     return tuple(int(p) for p in owner.owned_ports()) if owner is not None else ()
+
+
+def mark_collector_process() -> None:
+    """Called first in a collector process or actor: its parent is its supervisor (:data:`SUPERVISOR_ENV`)."""
+    os.environ[SUPERVISOR_ENV] = str(os.getppid()) if hasattr(os, "getppid") else ""
+
+
+def collector_supervisor() -> int | None:
+    """The pid :func:`mark_collector_process` named in this process, None outside a collector."""
+    value = os.environ.get(SUPERVISOR_ENV, "")
+    return int(value) if value.isdigit() and int(value) > 1 else None
 
 
 def _psutil() -> Any:

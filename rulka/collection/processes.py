@@ -44,7 +44,7 @@ import torch.multiprocessing as tmp
 
 from agents.agent import Agent
 from rulka.collection.collector import Collector
-from rulka.collection.owned import identify, kill_and_wait, owned_pids, owned_ports
+from rulka.collection.owned import identify, kill_and_wait, mark_collector_process, owned_pids, owned_ports
 from rulka.collection.remote import STARTUP_GRACE_S, RemoteCollection, killed_clause
 from rulka.collection.rollout import Rollout
 from rulka.collection.collector_setup import CollectorSetup
@@ -113,6 +113,7 @@ def _collector_main(_modules: UserModules, setup: CollectorSetup, collector_id: 
     holds ``collector_buffer_actions`` actions (the learner stalled that long; see :class:`_Outbox`).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the learner stops us
+    mark_collector_process()  # the learner, our parent, kills our games if we die: their guards leave it time
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # close our games first: the learner may be frozen
     torch.set_num_threads(max(1, torch_threads))
     parent = tmp.parent_process()

@@ -55,7 +55,7 @@ import numpy as np
 import torch
 
 from agents.agent import Agent
-from rulka.collection.owned import identify, kill_and_wait, owned_pids, owned_ports
+from rulka.collection.owned import identify, kill_and_wait, mark_collector_process, owned_pids, owned_ports
 from rulka.collection.processes import build_collector
 from rulka.collection.remote import STARTUP_GRACE_S, RemoteCollection, killed_clause
 from rulka.collection.rollout import Rollout
@@ -119,6 +119,7 @@ class RayCollectorActor:
         """``_modules``, deserialised first, imported the user's preset files on this node."""
         import ray
 
+        mark_collector_process()  # the raylet: while the node lives the learner kills our games itself
         self.collector_id = collector_id
         self.max_buffer_actions = max(1, int(setup.config.performance.collector_buffer_actions))
 

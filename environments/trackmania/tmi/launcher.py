@@ -52,6 +52,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from rulka.collection.owned import collector_supervisor
+
 from .client import TMInterfaceConnectError
 from .launch_lock import DEFAULT_LOCK_TIMEOUT_S, LaunchLock
 from .processes import (
@@ -124,9 +126,11 @@ class GameGuard:
 
     SCRIPT = Path(__file__).with_name("game_guard.py")
 
-    def __init__(self, supervised: bool = True) -> None:
-        """``supervised``: tell the guard this process's parent, whose life gives the learner time to kill
-        the game (tests pass False)."""
+    def __init__(self, supervisor: int | None = None) -> None:
+        """``supervisor``: a process whose life gives the learner time to kill the game itself (the guard
+        never kills it); default: the one the collection layer named in a collector's process (its
+        learner, or its Ray node's raylet: :func:`rulka.collection.owned.collector_supervisor`), none in
+        the learner's own process, where the guard kills the game as soon as the process is gone."""
         self.pipe = None
         try:
             flags = 0
@@ -140,9 +144,10 @@ class GameGuard:
                 starter.wait(10)  # it forks the guard and exits at once
         except (OSError, subprocess.TimeoutExpired) as error:
             log.warning("the game's guard did not start (%s): if this process dies, its game is left running", error)
-        parent = os.getppid() if hasattr(os, "getppid") else 0
-        if supervised and parent > 1:
-            self.watch("supervisor", parent, _start_time(parent))
+        if supervisor is None:
+            supervisor = collector_supervisor()
+        if supervisor is not None:
+            self.watch("supervisor", supervisor, _start_time(supervisor))
 
     def watch(self, kind: str, pid: int | None, start: int | None) -> None:
         """Guard ``pid`` (``kind``: ``group`` for the launch script, ``game``; ``supervisor``: this process's

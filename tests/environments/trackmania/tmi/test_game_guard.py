@@ -1,15 +1,19 @@
 """A game's guard (environments/trackmania/tmi/game_guard.py) on a Ray cluster of two nodes on 127.0.0.1: a
 stand-in game launched by an actor on a worker node dies with that node, though no learner can reach the
-node to kill it (the lost node's actor is replaced elsewhere; its games must not keep running)."""
+node to kill it (the lost node's actor is replaced elsewhere; its games must not keep running). A guard
+leaves a dead collector's game to its learner only while that learner runs, and a dead learner's own
+game to nobody."""
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from environments.trackmania.tmi.launcher import GameGuard, default_launcher
 from environments.trackmania.tmi.processes import process_info
+from rulka.collection.owned import SUPERVISOR_ENV
 
 from .standin_helpers import standin_available, standin_settings
 
@@ -89,7 +93,7 @@ def test_a_guard_ends_with_its_game_and_kills_it_when_released():
     relaunches); a guard released (its owner gone, no supervisor left) while its game runs kills it."""
     games = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
              for _ in range(2)]
-    guards = [GameGuard(), GameGuard(supervised=False)]  # no supervisor: no grace before the kill
+    guards = [GameGuard(), GameGuard()]  # the test is no collector: no supervisor, no grace before the kill
     for guard, game in zip(guards, games):
         guard.watch("game", game.pid, process_info(game.pid).start_ticks)
     watchers = [_guard_pid(guard) for guard in guards]
@@ -101,3 +105,43 @@ def test_a_guard_ends_with_its_game_and_kills_it_when_released():
     assert _wait_gone(games[1].pid, 3) or games[1].poll() is not None, "a released guard left its game running"
     games[1].wait(5)
     assert _wait_gone(watchers[1], 3)
+
+
+_OWNER = """
+import os, sys
+from environments.trackmania.tmi.launcher import GameGuard
+from environments.trackmania.tmi.processes import process_info
+from rulka.collection.owned import SUPERVISOR_ENV
+guard = GameGuard()
+game = int(sys.argv[1])
+guard.watch("game", game, process_info(game).start_ticks)
+print("watching", flush=True)
+os._exit(0)  # killed: the pipe closes without close()
+"""
+
+
+@pytest.mark.parametrize("collector", [True, False], ids=["collector process", "learner process"])
+def test_a_dead_owners_game_waits_for_the_learner_only_in_a_collector(collector):
+    """The owner of a game dies. In a collector process (the collection layer named its learner as
+    supervisor) the guard leaves the game to the learner while the learner runs, and kills it once the
+    learner is gone too; in the learner's own process (in-process collection: nobody else will kill the
+    game) the guard kills it at once instead of waiting up to a minute."""
+    game = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    learner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    env = {k: v for k, v in os.environ.items() if k != SUPERVISOR_ENV}
+    if collector:
+        env[SUPERVISOR_ENV] = str(learner.pid)
+    try:
+        owner = subprocess.run([sys.executable, "-c", _OWNER, str(game.pid)], env=env, capture_output=True,
+                               text=True, timeout=60, cwd=Path(__file__).resolve().parents[4])
+        assert owner.stdout.strip() == "watching", owner.stderr
+        if collector:
+            time.sleep(4)
+            assert game.poll() is None, "the guard killed a collector's game while its learner still ran"
+            learner.kill()
+            learner.wait()
+        assert _wait_gone(game.pid, 5) or game.poll() is not None, "the dead owner's game was left running"
+    finally:
+        for process in (game, learner):
+            process.kill()
+            process.wait()
