@@ -113,26 +113,20 @@ def record_demonstrations(out: str | Path, track: str, races: int, *, policy: st
 def best_run_demonstrations(best_run: str | Path, out: str | Path, run_seed: int = 0) -> RecordedRace:
     """A one-race demonstration set from a training run's best race (``RUN_DIR/best_runs/MAP`` or one
     of its ``.json`` files): its actions played again from its reset seed in the run's environment
-    (the simulator is deterministic); refused (ReplayError) when the replay does not finish in the
-    saved race time."""
-    from environments.trackmania.tools.race_replay import ReplayError, candidate_seeds, load_best_run, run_environment
+    (the simulator is deterministic); refused (ReplayError) when no replay reproduces the saved race
+    (:func:`~environments.trackmania.tools.race_replay.replay_best_run`: race time, and speeds when saved)."""
+    from environments.trackmania.tools.race_replay import load_best_run, replay_best_run, run_environment
 
     best = load_best_run(best_run)
     params, track = run_environment(best)
-    tried = []
-    for seed in candidate_seeds(best, run_seed):
-        env = TrackManiaEnv(params=params, track=track, backend="sim")
-        actions = iter(best.actions)
-        try:
-            episode, race = race_once(env, lambda obs: next(actions), seed, max_steps=len(best.actions))
-        finally:
-            env.close()
-        if race.finished and race.steps == len(best.actions) and race.race_time_ms == best.race_time_ms:
-            source = {"recorder": "rulka demos from-best-run", "best_run": str(best.json_path),
-                      "track": best.map_name, "policy": "best run", "seed": seed,
-                      "ms_per_action": int(params.ms_per_action)}
-            write_demonstrations(out, [episode], source, int(env.action_space.n))
-            return race
-        tried.append(f"seed {seed}: {race.end_reason} after {race.race_time_ms} ms")
-    raise ReplayError(f"{best.json_path}: replaying its actions does not reproduce {best.race_time_s:.2f} s "
-                      f"({'; '.join(tried)}); was the run's seed (--run-seed) {run_seed}?")
+    _, _, seed = replay_best_run(best, params, track, run_seed)
+    env = TrackManiaEnv(params=params, track=track, backend="sim")
+    actions = iter(best.actions)
+    try:
+        episode, race = race_once(env, lambda obs: next(actions), seed, max_steps=len(best.actions))
+    finally:
+        env.close()
+    source = {"recorder": "rulka demos from-best-run", "best_run": str(best.json_path), "track": best.map_name,
+              "policy": "best run", "seed": seed, "ms_per_action": int(params.ms_per_action)}
+    write_demonstrations(out, [episode], source, int(env.action_space.n))
+    return race

@@ -46,7 +46,7 @@ def test_recorded_races_fit_the_presets_environment_and_keep_the_race_state(tmp_
 def test_a_best_run_becomes_a_one_race_set(tmp_path):
     """A run's best race (actions and reset seed, in its run folder) is played again in the run's
     environment: the set's race finishes in the saved time with the saved actions; a best run whose
-    time the replay does not reproduce is refused."""
+    time, or whose saved speeds, the replay does not reproduce is refused."""
     out = tmp_path / "driver"
     assert main(["demos", "record", "--track", "short", "--races", "1", "--out", str(out)]) == 0
     race = load_demonstrations(out).episodes[0]
@@ -62,6 +62,10 @@ def test_a_best_run_becomes_a_one_race_set(tmp_path):
     (replayed,) = load_demonstrations(tmp_path / "best").episodes
     np.testing.assert_array_equal(replayed.actions, race.actions)
     np.testing.assert_array_equal(replayed.states["frame"], race.states["frame"])
+    best["speeds_kmh"] = [1.0] * len(race.actions)  # the saved race went at other speeds: another race
+    (run / "best_runs" / "short" / f"{time_ms}ms_1000steps.json").write_text(json.dumps(best))
+    assert main(["demos", "from-best-run", str(run / "best_runs" / "short"), "--out", str(tmp_path / "b1")]) == 2
+    del best["speeds_kmh"]
     best["race_time_s"] = time_ms / 1000 - 0.5
     (run / "best_runs" / "short" / f"{time_ms}ms_1000steps.json").write_text(json.dumps(best))
     assert main(["demos", "from-best-run", str(run / "best_runs" / "short"), "--out", str(tmp_path / "b2")]) == 2
