@@ -4,6 +4,7 @@ supervised loss to pretrain with, and the goal table (runs with and without demo
     python bench/demonstrations.py speed [--updates 200] [--rounds 3] [--threads 1]
     python bench/demonstrations.py loss [--track short] [--updates 500] [--seeds 0,1]
     python bench/demonstrations.py table [--rows procedural:11:0,procedural:12:0] [--minutes 30] [--out DIR]
+    python bench/demonstrations.py standin [--games 4] [--minutes 30] [--repeats 1] [--out DIR]
 
 ``speed``: ``trackmania_iqn_sim``'s agent (its network, batch 64, mini-race replay, the run's
 precision) on demonstrations of the classical driver on ``short``: ``--updates`` pretraining updates
@@ -20,10 +21,21 @@ the demonstrated one. One row per loss and torch seed.
 rows: first finish, first race faster than the shipped and the tuned driver, best greedy race). The
 minutes count from the run's creation (races.csv's wall time), pretraining included; tuning the
 driver and recording its races are not counted.
+
+``standin``: the real-game path. The tuned classical driver's race on ``--track`` (simulator, no start
+jitter) is exported as a TMInterface inputs script and played back through a stand-in game with
+``rulka demos from-inputs --launch`` (the demonstration set a user records from a replay's inputs);
+then ``rulka -p trackmania_iqn_uni --config presets/trackmania_iqn_uni_standin.yaml`` through
+``--games`` stand-in games for ``--minutes``, without and with that one race as
+``demonstrations.folders`` (``bench/vs_linesight_training.py``'s rulka side; the order alternates
+between repeats). Per run: the minute and actions of the first finished race (exploring or greedy),
+races, finished races and the best race; the goal is the first finish at least 3 times sooner with the
+replayed race. Minutes count from the start of the run's process (pretraining included).
 """
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import tempfile
@@ -136,8 +148,6 @@ def cmd_loss(args: argparse.Namespace) -> None:
 
 
 def cmd_table(args: argparse.Namespace) -> None:
-    import math
-
     from trackmania_vs_baseline import References, parse_rows, print_table, table_row, train
 
     from environments.trackmania.tools.baseline import run_baseline, tune_baseline
@@ -159,6 +169,90 @@ def cmd_table(args: argparse.Namespace) -> None:
             row["init from"] = f"demonstrations: {label}"  # the column that tells rows apart
             rows.append(row)
     print_table(rows)
+
+
+def record_standin_demo(track: str, out: Path) -> str:
+    """The tuned driver's race on ``track`` played back through a stand-in game into ``out``; returns
+    ``rulka demos from-inputs``'s last line."""
+    import dataclasses
+    import os
+    import subprocess
+
+    from vs_linesight_training import ROOT, STANDIN_LAUNCH_VARIABLES, STANDIN_YAML
+
+    from environments.trackmania.tmi.inputs_export import export_inputs
+    from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT
+    from environments.trackmania.tmi.standin.ports import free_port_block
+    from environments.trackmania.tools.baseline import tune_baseline
+    from environments.trackmania.tools.demos import race_once
+    from environments.trackmania.tools.record import baseline_policy
+    from rulka.config import apply_overrides
+
+    config = apply_overrides(load_graph_manager("trackmania_iqn_uni").config, [str(STANDIN_YAML)])
+    params = dataclasses.replace(config.environment, backend="sim")
+    margins = tune_baseline(track).margins
+    sim = TrackManiaEnv(params, track=track, backend_options={"start_lateral_jitter_m": 0.0,
+                                                              "start_heading_jitter_rad": 0.0})
+    try:
+        driven, race = race_once(sim, baseline_policy(sim, margins), seed=0)
+    finally:
+        sim.close()
+    if not race.finished:
+        raise SystemExit(f"the tuned driver ({margins}) did not finish {track} in the stand-in configuration")
+    out.mkdir(parents=True, exist_ok=True)
+    inputs = out / "driver_race.txt"
+    export_inputs(inputs, driven.actions, ms_per_action=params.ms_per_action)
+    env = {k: v for k, v in os.environ.items() if k not in STANDIN_LAUNCH_VARIABLES}
+    env.update(TMI_LINUX_LAUNCH_SCRIPT=str(LAUNCH_SCRIPT), TMI_ACCOUNT_NAME="standin",
+               RULKA_STANDIN_PYTHON=sys.executable, PYTHONPATH=str(ROOT))
+    command = [sys.executable, "-m", "rulka.cli", "demos", "from-inputs", str(inputs), "--config", str(STANDIN_YAML),
+               "--map", track, "--port", str(free_port_block(1)), "--launch", "--out", str(out / "demo")]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise SystemExit(f"rulka demos from-inputs failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    said = done.stdout.strip().splitlines()
+    return f"driver {margins}: simulator {race.race_time_ms / 1000:.2f} s; {said[-1] if said else 'recorded'}"
+
+
+def cmd_standin(args: argparse.Namespace) -> None:
+    from vs_linesight_training import run_rulka
+
+    out = Path(args.out or tempfile.mkdtemp(prefix="rulka_demos_standin_")).resolve()
+    print(f"{describe_machine()}; {args.games} stand-in games, {args.minutes:g} minutes a run", flush=True)
+    print(record_standin_demo(args.track, out), flush=True)
+    labels = {"none": [], "replayed race": [f"demonstrations.folders=[{out / 'demo'}]"]}
+    rows = []
+    for repeat in range(args.repeats):
+        order = list(labels) if repeat % 2 == 0 else list(labels)[::-1]
+        for label in order:
+            work = out / f"r{repeat}_{'demos' if labels[label] else 'plain'}"
+            work.mkdir(parents=True, exist_ok=True)
+            print(f"[{time.strftime('%H:%M:%S')}] r{repeat}: demonstrations {label} in {work}", flush=True)
+            side = run_rulka(work, args.track, args.games, args.minutes, args.seed,
+                             [*labels[label], *args.custom_parameter])
+            finished = [r for r in side.races if r.finished]
+            first = min(finished, key=lambda r: r.minute, default=None)
+            rows.append({"repeat": repeat, "demonstrations": label, "minutes": side.minutes, "actions": side.actions,
+                         "races": len(side.races), "finished": len(finished),
+                         "first": first, "best": min((r.race_time_s for r in finished), default=math.inf)})
+            print(f"  {side.note}", flush=True)
+    print(f"\n| repeat | demonstrations | minutes | actions | races | finished | first finish (min) | "
+          f"first finish (actions) | best race (s) |\n|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        first = r["first"]
+        print(f"| {r['repeat']} | {r['demonstrations']} | {r['minutes']:.1f} | {r['actions']} | {r['races']} | "
+              f"{r['finished']} | {'-' if first is None else f'{first.minute:.1f}'} | "
+              f"{'-' if first is None else first.actions} | {r['best']:.2f} |")
+    for repeat in range(args.repeats):
+        plain, demos = (next(r for r in rows if r["repeat"] == repeat and r["demonstrations"] == label)
+                        for label in labels)
+        if demos["first"] is None:
+            print(f"r{repeat}: no finish with the replayed race in {args.minutes:g} minutes (goal: 3 times sooner)")
+            continue
+        plain_minute = plain["first"].minute if plain["first"] else plain["minutes"]
+        bound = "" if plain["first"] else " at least (no finish without it)"
+        print(f"r{repeat}: first finish {plain_minute / demos['first'].minute:.1f} times sooner with the replayed "
+              f"race{bound} (goal: at least 3)")
 
 
 def main() -> None:
@@ -183,6 +277,16 @@ def main() -> None:
     p.add_argument("--out", default=None)
     p.add_argument("-cp", "--custom-parameter", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.set_defaults(func=cmd_table)
+    p = sub.add_parser("standin")
+    p.add_argument("--track", default="short", choices=["short"],
+                   help="the stand-in configuration's track (its map cycle and reference line)")
+    p.add_argument("--games", type=int, default=4)
+    p.add_argument("--minutes", type=float, default=30.0)
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None)
+    p.add_argument("-cp", "--custom-parameter", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    p.set_defaults(func=cmd_standin)
     args = parser.parse_args()
     args.func(args)
 
