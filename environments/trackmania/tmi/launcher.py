@@ -150,8 +150,8 @@ class GameGuard:
             self.watch("supervisor", supervisor, _start_time(supervisor))
 
     def watch(self, kind: str, pid: int | None, start: int | None) -> None:
-        """Guard ``pid`` (``kind``: ``group`` for the launch script, ``game``; ``supervisor``: this process's
-        parent, never killed, whose life gives the learner time to kill the game itself) under its start time."""
+        """Guard ``pid`` (``kind``: ``group`` for the launch script, ``game``; ``supervisor``: the process
+        named at construction, never killed, whose life gives the learner time to kill the game itself) under its start time."""
         if self.pipe is None or pid is None or start is None:
             return
         try:
