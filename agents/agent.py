@@ -148,6 +148,20 @@ class Agent(abc.ABC):
     def schedule_step(self, schedule: Schedule) -> float:
         return self.counters.get(schedule.counter) * self.config.training.global_schedule_speed
 
+    def exploration_step(self) -> float:
+        """Where the exploration schedules are read now: ``epsilon_schedule``'s counter (scaled by
+        ``global_schedule_speed``), advanced by ``demonstrations.start_epsilon``'s head start in a run
+        that pretrains on demonstrations."""
+        return self.schedule_step(self.config.exploration.epsilon_schedule) + self.exploration_head_start()
+
+    def exploration_head_start(self) -> float:
+        """Schedule steps skipped at the start of exploration: where ``exploration.epsilon_schedule``
+        first comes down to ``demonstrations.start_epsilon`` when the run pretrains, else 0."""
+        d = getattr(self.config, "demonstrations", None)
+        if d is None or not d.folders or d.pretrain_updates == 0 or d.start_epsilon >= 1.0:
+            return 0.0
+        return self.config.exploration.epsilon_schedule.first_step_at_most(d.start_epsilon) or 0.0
+
     # ------------------------------------------------------------------ acting
     @abc.abstractmethod
     def q_values(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -167,8 +181,7 @@ class Agent(abc.ABC):
             return ActionInfo(actions, np.zeros(count, dtype=bool))
         with torch.no_grad(), self.precision.act_autocast():
             q = self.q_values(self.to_device(observation)).float().cpu().numpy()
-        step = self.schedule_step(self.config.exploration.epsilon_schedule)
-        actions, was_greedy = self.exploration.select(q, step, phase)
+        actions, was_greedy = self.exploration.select(q, self.exploration_step(), phase)
         return ActionInfo(actions, was_greedy, q)
 
     def to_device(self, observation: Observation) -> dict[str, torch.Tensor]:

@@ -3,7 +3,7 @@ supervised loss to pretrain with, and the goal table (runs with and without demo
 
     python bench/demonstrations.py speed [--updates 200] [--rounds 3] [--threads 1]
     python bench/demonstrations.py loss [--track short] [--updates 500] [--seeds 0,1]
-    python bench/demonstrations.py table [--rows procedural:11:0,procedural:12:0] [--minutes 30] [--out DIR]
+    python bench/demonstrations.py table [--rows procedural:11:0,procedural:12:0] [--minutes 30] [--no-without] [--out DIR]
     python bench/demonstrations.py standin [--games 4] [--minutes 30] [--repeats 1] [--out DIR]
 
 ``speed``: ``trackmania_iqn_sim``'s agent (its network, batch 64, mini-race replay, the run's
@@ -159,7 +159,8 @@ def cmd_table(args: argparse.Namespace) -> None:
         refs = References(shipped.race_time_s if shipped.finished else math.inf, tuned.race_time_s, str(tuned.margins))
         name = track.replace(":", "_")
         demos = record(track, 5, out / f"{name}_tuned_driver", tuned.margins)
-        for label, overrides in (("none", []), ("driver x5", [f"demonstrations.folders=[{demos}]"])):
+        sides = (("none", []), ("driver x5", [f"demonstrations.folders=[{demos}]"]))
+        for label, overrides in [side for side in sides if args.without or side[1]]:
             run_dir = out / f"{name}_seed{seed}_{'demos' if overrides else 'plain'}"
             train(track, seed, args.minutes, run_dir, [*overrides, *args.custom_parameter])
             if not (run_dir / "races.csv").is_file():
@@ -273,6 +274,8 @@ def main() -> None:
     p.set_defaults(func=cmd_loss)
     p = sub.add_parser("table")
     p.add_argument("--rows", default="procedural:11:0,procedural:12:0")
+    p.add_argument("--no-without", dest="without", action="store_false",
+                   help="only the runs with demonstrations (the runs without them do not depend on its settings)")
     p.add_argument("--minutes", type=float, default=30.0)
     p.add_argument("--out", default=None)
     p.add_argument("-cp", "--custom-parameter", action="append", default=[], metavar="SECTION.KEY=VALUE")

@@ -572,7 +572,7 @@ class BasicRLGraphManager(GraphManager):
         values["RL/gamma"] = agent.gamma()
         values["RL/memory_size"] = len(agent.memory)
         values["RL/gradient_updates"] = agent.counters.gradient_updates
-        for name, value in agent.exploration.current_values(agent.schedule_step(self.config.exploration.epsilon_schedule)).items():
+        for name, value in agent.exploration.current_values(agent.exploration_step()).items():
             values[f"RL/{name}"] = value
         self.log(values)
 

@@ -577,6 +577,17 @@ class DemonstrationParameters:
 
     Unit: Q units (return) | Range: 0.1-1 (DQfD: 0.8) | See: demonstrations.pretrain_loss
     """
+    start_epsilon: float = param(0.1, PROBABILITY)
+    """In a run that pretrains, the exploration schedules start where ``exploration.epsilon_schedule``
+    first comes down to this value: the pretrained network drives its exploring races from the first
+    action instead of a stretch of (mostly) random actions that would waste what it learned
+    (``trackmania_iqn_sim`` starts at step 60,000 of its schedule, ``trackmania_iqn_uni`` at 300,000).
+    1.0 keeps the schedules as they are. Counts as ``exploration.epsilon_schedule``'s counter does;
+    applies on ``--resume`` too (the run pretrained when it started). 0.1 was chosen on
+    ``procedural:11`` (first finish after 0.3 minute instead of 1.2 with 1.0; docs/benchmarks.md).
+
+    Unit: probability | Range: 0.03-1.0 (at least the schedule's last value) | See: demonstrations.pretrain_updates, exploration.epsilon_schedule
+    """
     batch_share_schedule: Schedule = param(
         rule=schedule_of(PROBABILITY),
         default_factory=lambda: Schedule([(0, 0.25), (200_000, 0.0)], "linear"))
@@ -605,6 +616,26 @@ class ExperimentConfig:
         """Checks across sections, with full key paths (run even when a field is out of range, so
         they tolerate any value). Each replay capacity must exceed ``n_steps + 1`` (an n-step window
         plus the next state)."""
+        return self._start_epsilon_problems() + self._capacity_problems()
+
+    def _start_epsilon_problems(self) -> list[str]:
+        d = getattr(self, "demonstrations", None)
+        epsilon = getattr(getattr(self, "exploration", None), "epsilon_schedule", None)
+        target = getattr(d, "start_epsilon", None)
+        if (not getattr(d, "folders", None) or getattr(d, "pretrain_updates", 0) == 0
+                or not isinstance(epsilon, Schedule) or not isinstance(target, (int, float))):
+            return []
+        try:
+            if epsilon.first_step_at_most(float(target)) is not None:
+                return []
+            lowest = min(float(v) for _, v in epsilon.points)
+        except (TypeError, ValueError):
+            return []
+        return [f"demonstrations.start_epsilon: {target} is below every value of exploration.epsilon_schedule "
+                f"(lowest {lowest:g}); raise it to at least {lowest:g} (-cp demonstrations.start_epsilon={lowest:g}), "
+                "or lower the schedule's last value"]
+
+    def _capacity_problems(self) -> list[str]:
         schedule = getattr(self.memory, "memory_size_schedule", None)
         n_steps = getattr(self.training, "n_steps", None)
         if not isinstance(schedule, Schedule) or not is_int(n_steps):

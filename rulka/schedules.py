@@ -62,6 +62,23 @@ class Schedule:
         """Index of the last knot passed (for staircase schedules such as TensorBoard suffixes)."""
         return max(0, bisect.bisect_right(self._steps, step * speed) - 1)
 
+    def first_step_at_most(self, target: float) -> float | None:
+        """The first step (before ``speed``) at which a numeric schedule's value is at most ``target``;
+        None when it never comes down that far. Exact between knots: each segment is monotone."""
+        if self.points[0][1] <= target:
+            return 0.0
+        for (s0, v0), (s1, v1) in zip(self.points, self.points[1:]):
+            if v1 > target:  # the whole segment stays above (v0 > target too)
+                continue
+            if self.interpolation == "staircase":
+                return float(s1)
+            if self.interpolation == "linear":
+                frac = (target - v0) / (v1 - v0)
+            else:
+                frac = (math.log(target) - math.log(v0)) / (math.log(v1) - math.log(v0))
+            return s0 + frac * (s1 - s0)
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "points": [[s, _plain(v)] for s, v in self.points],

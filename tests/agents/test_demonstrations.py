@@ -2,6 +2,8 @@
 agent (DQN, IQN, QR-DQN) pick the demonstrated actions, with the target network copied after."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -14,6 +16,7 @@ from agents.qr_dqn_agent import QRDQNAgent
 from memories.demonstrations import DemoEpisode, MixedReplay
 from rulka.parameters import (DemonstrationParameters, ExperimentConfig, MemoryParameters, NeuralNetworkParameters,
                               TrainingParameters)
+from rulka.core_types import RunPhase
 from rulka.schedules import Schedule
 
 SPACE = spaces.Dict({"observation": spaces.Box(-1, 1, (2,), np.float32)})
@@ -92,3 +95,41 @@ def test_attached_demonstrations_follow_the_share_schedule():
                       {"observation": np.zeros(2, np.float32)}, t == 39, False)
     assert agent.counters.env_steps == 90 and memory.share() == pytest.approx(0.05)
     assert attach_demonstrations(agent, replay).collected is collected
+
+
+def test_start_epsilon_skips_the_random_stretch_only_in_a_run_that_pretrains():
+    """demonstrations.start_epsilon: an agent whose run pretrains reads its exploration schedules from
+    where epsilon first comes down to start_epsilon, so it acts almost greedily from its first action
+    (and its epsilon keeps decaying from there); with no demonstrations, no pretraining or 1.0 the
+    schedules are untouched; a value the schedule never reaches is refused with the fix named."""
+    import dataclasses
+
+    from rulka.parameters import ExplorationParameters
+
+    epsilon = Schedule([(0, 1.0), (10_000, 1.0), (60_000, 0.1), (600_000, 0.03)], "exponential")
+
+    def agent_with(**demonstrations) -> DQNAgent:
+        c = config("large_margin")
+        c.exploration = ExplorationParameters(epsilon_schedule=epsilon)
+        c.demonstrations = dataclasses.replace(c.demonstrations, **demonstrations)
+        return DQNAgent(c, SPACE, spaces.Discrete(2), "cpu", seed=0)
+
+    def current_epsilon(agent: DQNAgent) -> float:
+        return agent.exploration.current_values(agent.exploration_step())["epsilon"]
+
+    pretrains = agent_with(folders=["demos"], pretrain_updates=500, start_epsilon=0.1)
+    assert current_epsilon(pretrains) == pytest.approx(0.1)
+    pretrains.counters.env_steps = 270_000  # halfway (in log space) from 0.1 to 0.03
+    assert current_epsilon(pretrains) == pytest.approx(math.sqrt(0.1 * 0.03))
+    q = np.tile([[0.0, 1.0]], (2000, 1))
+    pretrains.counters.env_steps = 0
+    actions, was_greedy = pretrains.exploration.select(q, pretrains.exploration_step(), RunPhase.TRAIN)
+    assert 0.85 < was_greedy.mean() < 0.99  # epsilon 0.1 (and a little Boltzmann), not 1.0
+    for unchanged in (agent_with(start_epsilon=0.1), agent_with(folders=["demos"], pretrain_updates=0, start_epsilon=0.1),
+                      agent_with(folders=["demos"], pretrain_updates=500, start_epsilon=1.0)):
+        assert unchanged.exploration_step() == 0.0 and current_epsilon(unchanged) == 1.0
+
+    refused = agent_with(folders=["demos"], pretrain_updates=500, start_epsilon=0.01).config.validation_problems()
+    assert refused == ["demonstrations.start_epsilon: 0.01 is below every value of exploration.epsilon_schedule "
+                       "(lowest 0.03); raise it to at least 0.03 (-cp demonstrations.start_epsilon=0.03), or lower "
+                       "the schedule's last value"]

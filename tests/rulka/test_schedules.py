@@ -99,3 +99,21 @@ def test_constant_and_to_dict_round_trip():
                  "counter": "gradient_updates"}
     assert Schedule(d["points"], d["interpolation"], d["counter"]) == s
     assert Schedule([(0, 1e-3), (10, 5e-4)], "exponential").to_dict()["points"] == [[0, 1e-3], [10, 5e-4]]
+
+
+@pytest.mark.parametrize("interpolation", ["linear", "exponential", "staircase"])
+def test_first_step_at_most_finds_where_the_value_comes_down(interpolation):
+    """Where a decaying schedule first reaches a value (demonstrations.start_epsilon reads the
+    epsilon schedule with it): 0 when it starts there, inside the crossing segment otherwise (after
+    a flat stretch and a rise), None when it never comes down that far."""
+    s = Schedule([(0, 1.0), (10_000, 1.0), (20_000, 0.9), (60_000, 0.1), (600_000, 0.03)], interpolation)
+    step = s.first_step_at_most(0.5)
+    assert 20_000 < step <= 60_000
+    if interpolation != "staircase":
+        assert s.value(step) == pytest.approx(0.5)
+        assert s.value(step - 1) > 0.5
+    else:
+        assert step == 60_000
+    assert s.first_step_at_most(1.0) == 0.0
+    assert s.first_step_at_most(0.03) == pytest.approx(600_000)
+    assert s.first_step_at_most(0.01) is None
