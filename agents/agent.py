@@ -80,6 +80,9 @@ class Agent(abc.ABC):
         self.consecutive_non_finite_losses = 0
         self.memory = self.create_memory(seed)
         self.exploration = self.create_exploration_policy(seed)
+        #: Schedule steps exploration skips in a run that pretrains (``demonstrations.start_epsilon``).
+        self.exploration_head_start = config.demonstrations.exploration_head_start(
+            config.exploration.epsilon_schedule) or 0.0
         # channels_last: the convolutions' fast layout on CPUs (and GPUs' tensor cores), as Linesight
         # keeps them; only 4-D weights change layout (bench/update_speed.py measures it).
         self.online_network = self.create_networks().to(self.device, memory_format=torch.channels_last)
@@ -150,17 +153,8 @@ class Agent(abc.ABC):
 
     def exploration_step(self) -> float:
         """Where the exploration schedules are read now: ``epsilon_schedule``'s counter (scaled by
-        ``global_schedule_speed``), advanced by ``demonstrations.start_epsilon``'s head start in a run
-        that pretrains on demonstrations."""
-        return self.schedule_step(self.config.exploration.epsilon_schedule) + self.exploration_head_start()
-
-    def exploration_head_start(self) -> float:
-        """Schedule steps skipped at the start of exploration: where ``exploration.epsilon_schedule``
-        first comes down to ``demonstrations.start_epsilon`` when the run pretrains, else 0."""
-        d = getattr(self.config, "demonstrations", None)
-        if d is None or not d.folders or d.pretrain_updates == 0 or d.start_epsilon >= 1.0:
-            return 0.0
-        return self.config.exploration.epsilon_schedule.first_step_at_most(d.start_epsilon) or 0.0
+        ``global_schedule_speed``), advanced by :attr:`exploration_head_start`."""
+        return self.schedule_step(self.config.exploration.epsilon_schedule) + self.exploration_head_start
 
     # ------------------------------------------------------------------ acting
     @abc.abstractmethod

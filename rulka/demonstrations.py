@@ -57,7 +57,7 @@ def use_demonstrations(agent: Agent, config: ExperimentConfig, env_observation_s
     print(f"rulka: {len(episodes)} demonstration episode(s), {sum(e.length for e in episodes)} steps, from "
           f"{len(d.folders)} folder(s); share of each batch: {agent.memory.share():.2f} now", file=sys.stderr,
           flush=True)
-    if not do_pretrain or d.pretrain_updates == 0:
+    if not do_pretrain or not d.pretrains():
         return None
     result = pretrain(agent, replay, d.pretrain_updates, d.pretrain_loss, d.margin)
     print(f"rulka: pretrained on the demonstrations: {result.updates} updates ({d.pretrain_loss}) in "

@@ -598,6 +598,17 @@ class DemonstrationParameters:
     Unit: env steps → fraction of a batch | Range: 0-0.5, decaying to 0 | See: demonstrations.folders
     """
 
+    def pretrains(self) -> bool:
+        """Whether a run with this section pretrains when it starts (and so skips its random start)."""
+        return bool(self.folders) and self.pretrain_updates > 0
+
+    def exploration_head_start(self, epsilon_schedule: Schedule) -> float | None:
+        """Steps of ``epsilon_schedule`` (in its knots' units) the exploration schedules skip: where it
+        first comes down to ``start_epsilon`` in a run that pretrains, else 0; None when it never does."""
+        if not self.pretrains() or self.start_epsilon >= 1.0:
+            return 0.0
+        return epsilon_schedule.first_step_at_most(self.start_epsilon)
+
 
 @dataclass
 class ExperimentConfig:
@@ -619,17 +630,12 @@ class ExperimentConfig:
         return self._start_epsilon_problems() + self._capacity_problems()
 
     def _start_epsilon_problems(self) -> list[str]:
-        d = getattr(self, "demonstrations", None)
-        epsilon = getattr(getattr(self, "exploration", None), "epsilon_schedule", None)
-        target = getattr(d, "start_epsilon", None)
-        if (not getattr(d, "folders", None) or getattr(d, "pretrain_updates", 0) == 0
-                or not isinstance(epsilon, Schedule) or not isinstance(target, (int, float))):
-            return []
         try:
-            if epsilon.first_step_at_most(float(target)) is not None:
+            target, epsilon = self.demonstrations.start_epsilon, self.exploration.epsilon_schedule
+            if self.demonstrations.exploration_head_start(epsilon) is not None:
                 return []
             lowest = min(float(v) for _, v in epsilon.points)
-        except (TypeError, ValueError):
+        except (AttributeError, TypeError, ValueError):  # a field out of range: its own rule reports it
             return []
         return [f"demonstrations.start_epsilon: {target} is below every value of exploration.epsilon_schedule "
                 f"(lowest {lowest:g}); raise it to at least {lowest:g} (-cp demonstrations.start_epsilon={lowest:g}), "
