@@ -3,7 +3,7 @@ supervised loss to pretrain with, and the goal table (runs with and without demo
 
     python bench/demonstrations.py speed [--updates 200] [--rounds 3] [--threads 1]
     python bench/demonstrations.py loss [--track short] [--updates 500] [--seeds 0,1]
-    python bench/demonstrations.py table [--rows procedural:11:0,procedural:12:0] [--minutes 30] [--no-without] [--out DIR]
+    python bench/demonstrations.py table [--rows procedural:11:0,procedural:12:0] [--minutes 30] [--sides both|with|without] [--out DIR]
     python bench/demonstrations.py standin [--games 4] [--minutes 30] [--repeats 1] [--out DIR]
 
 ``speed``: ``trackmania_iqn_sim``'s agent (its network, batch 64, mini-race replay, the run's
@@ -160,7 +160,8 @@ def cmd_table(args: argparse.Namespace) -> None:
         name = track.replace(":", "_")
         demos = record(track, 5, out / f"{name}_tuned_driver", tuned.margins)
         sides = (("none", []), ("driver x5", [f"demonstrations.folders=[{demos}]"]))
-        for label, overrides in [side for side in sides if args.without or side[1]]:
+        wanted = {"both": ("none", "driver x5"), "with": ("driver x5",), "without": ("none",)}[args.sides]
+        for label, overrides in [side for side in sides if side[0] in wanted]:
             run_dir = out / f"{name}_seed{seed}_{'demos' if overrides else 'plain'}"
             train(track, seed, args.minutes, run_dir, [*overrides, *args.custom_parameter])
             if not (run_dir / "races.csv").is_file():
@@ -175,34 +176,24 @@ def cmd_table(args: argparse.Namespace) -> None:
 def record_standin_demo(track: str, out: Path) -> str:
     """The tuned driver's race on ``track`` played back through a stand-in game into ``out``; returns
     ``rulka demos from-inputs``'s last line."""
-    import dataclasses
     import os
     import subprocess
 
     from vs_linesight_training import ROOT, STANDIN_LAUNCH_VARIABLES, STANDIN_YAML
 
-    from environments.trackmania.tmi.inputs_export import export_inputs
     from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT
     from environments.trackmania.tmi.standin.ports import free_port_block
     from environments.trackmania.tools.baseline import tune_baseline
-    from environments.trackmania.tools.demos import race_once
-    from environments.trackmania.tools.record import baseline_policy
+    from environments.trackmania.tools.demos import driver_race_as_inputs
     from rulka.config import apply_overrides
 
     config = apply_overrides(load_graph_manager("trackmania_iqn_uni").config, [str(STANDIN_YAML)])
-    params = dataclasses.replace(config.environment, backend="sim")
     margins = tune_baseline(track).margins
-    sim = TrackManiaEnv(params, track=track, backend_options={"start_lateral_jitter_m": 0.0,
-                                                              "start_heading_jitter_rad": 0.0})
-    try:
-        driven, race = race_once(sim, baseline_policy(sim, margins), seed=0)
-    finally:
-        sim.close()
-    if not race.finished:
-        raise SystemExit(f"the tuned driver ({margins}) did not finish {track} in the stand-in configuration")
     out.mkdir(parents=True, exist_ok=True)
     inputs = out / "driver_race.txt"
-    export_inputs(inputs, driven.actions, ms_per_action=params.ms_per_action)
+    _, race = driver_race_as_inputs(config.environment, track, inputs, margins)
+    if not race.finished:
+        raise SystemExit(f"the tuned driver ({margins}) did not finish {track} in the stand-in configuration")
     env = {k: v for k, v in os.environ.items() if k not in STANDIN_LAUNCH_VARIABLES}
     env.update(TMI_LINUX_LAUNCH_SCRIPT=str(LAUNCH_SCRIPT), TMI_ACCOUNT_NAME="standin",
                RULKA_STANDIN_PYTHON=sys.executable, PYTHONPATH=str(ROOT))
@@ -274,8 +265,11 @@ def main() -> None:
     p.set_defaults(func=cmd_loss)
     p = sub.add_parser("table")
     p.add_argument("--rows", default="procedural:11:0,procedural:12:0")
-    p.add_argument("--no-without", dest="without", action="store_false",
-                   help="only the runs with demonstrations (the runs without them do not depend on its settings)")
+    p.add_argument("--sides", choices=["both", "with", "without"], default="both",
+                   help="which runs per row: with and without demonstrations, or one side alone (a setting of "
+                        "demonstrations.* changes only the runs with them)")
+    p.add_argument("--no-without", dest="sides", action="store_const", const="with",
+                   help="the same as --sides with")
     p.add_argument("--minutes", type=float, default=30.0)
     p.add_argument("--out", default=None)
     p.add_argument("-cp", "--custom-parameter", action="append", default=[], metavar="SECTION.KEY=VALUE")

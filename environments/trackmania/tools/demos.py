@@ -68,6 +68,24 @@ def race_once(env: TrackManiaEnv, act: Callable[[dict[str, np.ndarray]], int], s
     return episode, RecordedRace(seed, len(actions), int(info["race_time_ms"]), bool(info["finished"]), end)
 
 
+def driver_race_as_inputs(params: TrackManiaEnvironmentParameters, track: str, out: str | Path,
+                          margins: Any = None) -> tuple[DemoEpisode, RecordedRace]:
+    """The classical driver's race on ``track`` in the simulator, with ``params`` (a real-game
+    configuration is raced with backend ``sim``) and no start jitter, from reset seed 0, written to
+    ``out`` as a TMInterface inputs script (what a user replays through the game); returns the race.
+    ``margins``: the driver's tuned margins (None: the shipped ones)."""
+    from environments.trackmania.tmi.inputs_export import export_inputs
+
+    sim = TrackManiaEnv(dataclasses.replace(params, backend="sim"), track=track,
+                        backend_options={"start_lateral_jitter_m": 0.0, "start_heading_jitter_rad": 0.0})
+    try:
+        driven, race = race_once(sim, baseline_policy(sim, margins), seed=0)
+    finally:
+        sim.close()
+    export_inputs(out, driven.actions, ms_per_action=params.ms_per_action)
+    return driven, race
+
+
 def record_demonstrations(out: str | Path, track: str, races: int, *, policy: str = "baseline",
                           params: TrackManiaEnvironmentParameters | None = None, margins: Any = None,
                           seed: int = 0, max_steps: int | None = None,

@@ -3,7 +3,6 @@ played back through a stand-in game (our plugin in the AngelScript host, the sim
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import subprocess
 import sys
 import time
@@ -12,12 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from environments.trackmania.env import TrackManiaEnv, trackmania_spaces
-from environments.trackmania.tmi.inputs_export import actions_to_inputs_text, export_inputs
+from environments.trackmania.env import trackmania_spaces
+from environments.trackmania.tmi.inputs_export import actions_to_inputs_text
 from environments.trackmania.tmi.processes import port_listeners
 from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT
-from environments.trackmania.tools.demos import race_once
-from environments.trackmania.tools.record import baseline_policy
+from environments.trackmania.tools.demos import driver_race_as_inputs
 from environments.trackmania.tools.demos_from_inputs import PlaybackError, check_applied
 from memories.demonstrations import fill_replay, load_demonstrations
 from memories.replay import make_replay
@@ -57,15 +55,9 @@ def test_a_simulator_race_played_back_from_its_inputs_through_a_stand_in_game(tm
     and nothing is written. Nothing is left behind."""
     standin_available()
     config = apply_overrides(load_graph_manager("trackmania_iqn_uni").config, [str(STANDIN_YAML)])
-    params = dataclasses.replace(config.environment, backend="sim")
-    sim = TrackManiaEnv(params, track="short", backend_options={"start_lateral_jitter_m": 0.0,
-                                                                "start_heading_jitter_rad": 0.0})
-    try:
-        driven, race = race_once(sim, baseline_policy(sim), seed=0)
-    finally:
-        sim.close()
+    params = config.environment
+    driven, race = driver_race_as_inputs(params, "short", tmp_path / "race.txt")
     assert race.finished
-    export_inputs(tmp_path / "race.txt", driven.actions, ms_per_action=params.ms_per_action)
 
     command = ["demos", "from-inputs", str(tmp_path / "race.txt"), "--config", str(STANDIN_YAML), "--running-speed",
                "100", "--port"]
