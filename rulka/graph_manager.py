@@ -63,6 +63,10 @@ from rulka.validation import validate_config
 EVAL_SEED_OFFSET = 1_000_003
 #: Seconds between two logs of the Performance group.
 PERFORMANCE_LOG_EVERY_S = 10.0
+#: During a training burst the collectors are checked this often (s): a collector that dies mid-burst is
+#: replaced, and its games killed, within about this long, not after the burst (a minute and more at
+#: batch 512 on a CPU, past the 60 s its games' guards wait for the learner before killing them themselves).
+SUPERVISE_EVERY_S = 1.0
 
 
 def make_environment(params: EnvironmentParameters, instance: int = 0) -> gym.Env:
@@ -493,9 +497,16 @@ class BasicRLGraphManager(GraphManager):
     def train_and_log(self) -> None:
         """Train as much as the replay-ratio gate allows, one update at a time; publish the weights
         every ``send_shared_network_every_n_batches`` updates from inside this loop, so collectors
-        are never more than that many updates behind the learner's newest published weights."""
+        are never more than that many updates behind the learner's newest published weights; check
+        the collectors every ``SUPERVISE_EVERY_S`` (:meth:`Collection.supervise`)."""
         agent = self.agent
+        supervised_at = time.monotonic()
         while agent.updates_allowed() > 0:
+            if time.monotonic() - supervised_at >= SUPERVISE_EVERY_S and self.collection is not None:
+                supervised_at = time.monotonic()
+                supervise = getattr(self.collection, "supervise", None)  # a Protocol match may lack it
+                if supervise is not None:
+                    supervise()
             updates_before = agent.counters.gradient_updates
             stats = agent.train(max_updates=1)
             updates = agent.counters.gradient_updates

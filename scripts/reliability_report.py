@@ -86,6 +86,21 @@ GAME_FAULTS = (
               "the learner kills the games the collector reported (pid and start time) before it starts a new "
               "collector, whose game takes the freed port; the collector's unfinished episodes are dropped",
               f"{SUPERVISION}::test_supervision_faults_in_turn_in_one_run"),
+    GameFault("A collector dies while the learner is in a long training burst (a minute and more at batch 512 "
+              "on a CPU)",
+              "the learner checks its collectors' exit codes and heartbeats once a second between gradient updates "
+              "(`Collection.supervise`), not only between bursts",
+              "within about a second: its games killed by the learner (named in the message), a new collector "
+              "started; before, only after the burst, when the games' guards (60 s) could have killed them first",
+              "tests/rulka/collection/test_processes.py::"
+              "test_a_collector_that_dies_during_a_long_training_burst_is_replaced_within_seconds"),
+    GameFault("A collector is killed while it copies the learner's newest weights",
+              "nothing to detect: the weights are shared without a lock (a sequence number; a reader copies again "
+              "when a publication began under it)",
+              "the learner's next publish and the other collectors' loads go on; with the old lock, the killed "
+              "collector held it and the whole run waited forever",
+              "tests/rulka/collection/test_shared.py::"
+              "test_a_collector_killed_while_copying_the_weights_blocks_no_publish"),
     GameFault("An orphan game of ours (an earlier run's or collector's) holds the port at launch",
               "the launch finds a listener on the port whose environment carries `RULKA_TMI_LAUNCH_ID`",
               "it is killed (logged with its pid) under the launch lock before the new game starts",

@@ -29,6 +29,11 @@ class Collection(Protocol):
     def poll(self, heatup: bool, timeout: float = 0.05) -> list[Rollout]:
         """The chunks completed since the last call, waiting at most ``timeout`` seconds for one."""
 
+    def supervise(self) -> None:
+        """Between two gradient updates of a long training burst (at most once a second): notice a failed
+        collector now, reading no rollouts, so that its replacement and the kill of its games need not
+        wait for the burst to end. Optional: the default waits for the next :meth:`poll`."""
+
     @abstractmethod
     def publish(self, agent: Agent) -> None:
         """Make ``agent``'s online network the one the collectors act with."""

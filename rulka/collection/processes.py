@@ -440,6 +440,10 @@ class ProcessCollection(RemoteCollection[_Child]):
         self.check_health()
         return rollouts
 
+    def supervise(self) -> None:
+        """A dead collector (its exit code) or a silent one (its heartbeat), found without reading the pipes."""
+        self.check_health()
+
     def check_health(self) -> None:
         now = time.monotonic()
         for i, child in enumerate(self.children):

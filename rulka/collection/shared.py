@@ -1,8 +1,8 @@
 """State the learner shares with its collector processes: the policy's weights and the run's counters.
 
 Both live in shared memory and are written by the learner only. Collectors copy the weights into
-their own inference network under the lock, and read the counters that drive every schedule
-(the actions of all collectors together), so their epsilon is the learner's.
+their own inference network (no lock: see :class:`SharedPolicy`), and read the counters that drive
+every schedule (the actions of all collectors together), so their epsilon is the learner's.
 """
 from __future__ import annotations
 
@@ -21,10 +21,13 @@ MAX_OWNED = 16
 
 
 class SharedPolicy:
-    """A shared-memory copy of a network's parameters and buffers, versioned.
+    """A shared-memory copy of a network's parameters and buffers, versioned, with no lock to hold.
 
-    ``publish`` (learner) copies a network in under the lock and increments ``version``;
-    ``load_into`` (collector) copies it out when the version is newer than what it holds.
+    ``publish`` (the learner, the only writer) makes ``sequence`` odd, copies the network in, and
+    makes it even again; ``load_into`` (a collector) copies the weights out when they are newer than
+    what it holds, and copies again if ``sequence`` moved while it copied (a sequence lock). A
+    collector killed in the middle of a copy (SIGKILL, its machine's OOM killer) leaves nothing
+    held: with a lock, the learner's next publish, and every other collector, would wait forever.
     """
 
     def __init__(self, network: nn.Module, ctx: Any) -> None:
@@ -32,9 +35,13 @@ class SharedPolicy:
         self.layout = [(name, tuple(t.shape), t.dtype) for name, t in tensors.items()]
         total = sum(t.numel() for t in tensors.values())
         self.flat = torch.zeros(total, dtype=torch.float32).share_memory_()
-        self.version = ctx.Value("q", 0, lock=False)
+        self.sequence = ctx.Value("q", 0, lock=False)  # odd while the learner writes; 2 x publications
         self.published_at_updates = ctx.Value("q", 0, lock=False)
-        self.lock = ctx.Lock()
+
+    @property
+    def version(self) -> int:
+        """Publications so far (what ``load_into`` returns and is given back as ``held_version``)."""
+        return int(self.sequence.value) // 2
 
     def _views(self) -> list[torch.Tensor]:
         views, offset = [], 0
@@ -48,21 +55,29 @@ class SharedPolicy:
 
     def publish(self, network: nn.Module, gradient_updates: int) -> None:
         tensors = network.state_dict()
-        with self.lock, torch.no_grad():
+        self.sequence.value += 1
+        with torch.no_grad():
             for (name, _shape, _dtype), view in zip(self.layout, self._views()):
                 view.copy_(tensors[name].detach().to("cpu", torch.float32))
-            self.published_at_updates.value = gradient_updates
-            self.version.value += 1
+        self.published_at_updates.value = gradient_updates
+        self.sequence.value += 1
 
     def load_into(self, network: nn.Module, held_version: int) -> tuple[int, int] | None:
         """Copy the weights into ``network`` if newer than ``held_version``: (version, updates) or None."""
-        if self.version.value == held_version:
-            return None
         tensors = network.state_dict()
-        with self.lock, torch.no_grad():
-            for (name, _shape, _dtype), view in zip(self.layout, self._views()):
-                tensors[name].copy_(view)
-            return int(self.version.value), int(self.published_at_updates.value)
+        while True:
+            before = int(self.sequence.value)
+            if before // 2 == held_version:  # odd: the next publication is not complete yet
+                return None
+            if before % 2:  # the learner is writing: its copy takes milliseconds
+                time.sleep(0.0005)
+                continue
+            updates = int(self.published_at_updates.value)
+            with torch.no_grad():
+                for (name, _shape, _dtype), view in zip(self.layout, self._views()):
+                    tensors[name].copy_(view)
+            if int(self.sequence.value) == before:
+                return before // 2, updates
 
 
 class SharedStatus:

@@ -193,13 +193,14 @@ def read_timeline(path) -> list[list[float]]:
     return races
 
 
-class GameOwner(Corridor):
+class GameOwner(PacedCorridor):
     """The corridor with a "game": a ``sleep`` process in a session of its own (as the TrackMania launcher
     starts a game, so that it outlives its collector), reported through the ``owned_pids`` hook and ended
-    by ``close``. Its pid is appended to the file ``games``."""
+    by ``close``. Its pid is appended to the file ``games``. Its steps take 5 ms (a game's pace): unpaced, a
+    fast machine played a whole test run's steps before the test's fault landed."""
 
     def __init__(self, games: str) -> None:
-        super().__init__()
+        super().__init__(step_s=0.005)
         import subprocess
 
         self.game = subprocess.Popen(["sleep", "600"], start_new_session=True)

@@ -154,6 +154,48 @@ def test_a_failed_collectors_game_is_killed_by_the_learner_before_its_replacemen
 
 
 @pytest.mark.reliability
+def test_a_collector_that_dies_during_a_long_training_burst_is_replaced_within_seconds(tmp_path):
+    """The learner trains in bursts (as many updates as the replay ratio allows, a minute and more at batch 512
+    on a CPU). Its collector is SIGKILLed at the start of a burst of at least 6 s (updates slowed to 0.25 s):
+    the learner notices it, kills its game and starts a new collector within 3 s, before the burst ends. Seen
+    before the fix: noticed only after the burst, past the 60 s a game's guard waits before killing the game
+    itself, so the learner's message named no game (the unthrottled stand-in test failed that way)."""
+    games = tmp_path / "games.txt"
+    graph_manager = make_graph_manager(collectors=1, collector_timeout_s=30.0,
+                                       env_factory=functools.partial(game_owner_factory, str(games)))
+    agent = graph_manager.agent
+    learn = agent.learn_from_batch
+    seen: dict[str, float] = {}
+
+    def slow_learn(batch):
+        collection = graph_manager.collection
+        if "kill" not in seen and agent.updates_allowed() >= 24 and collection.status.read_owned(0)[0]:
+            seen["game"] = collection.status.read_owned(0)[0][0][0]
+            os.kill(collection.children[0].process.pid, signal.SIGKILL)
+            seen["kill"] = time.monotonic()
+            seen["allowed"] = agent.updates_allowed()
+        if "kill" in seen and "noticed" not in seen and graph_manager.collector_events:
+            seen["noticed"] = time.monotonic()
+            seen["allowed_then"] = agent.updates_allowed()
+        if "kill" not in seen or ("noticed" not in seen and time.monotonic() - seen["kill"] < 10):
+            time.sleep(0.25)
+        return learn(batch)
+
+    agent.learn_from_batch = slow_learn
+    try:
+        graph_manager.improve(3_000, show_progress=False)
+    finally:
+        alive = _kill_left(_games(games))
+    assert "kill" in seen, "no burst of 24 updates came: the test's run changed"
+    assert "noticed" in seen, "the dead collector was not noticed within 10 s of a burst"
+    assert seen["noticed"] - seen["kill"] <= 3.0, seen
+    assert seen["allowed_then"] > 0, "noticed only once the burst had ended"
+    event = graph_manager.collector_events[0]
+    assert event.startswith("collector 0 died (exit code -9)") and f"pids {seen['game']}; ports 45678) were killed" in event
+    assert graph_manager.collection.stats.restarts == 1 and not alive
+
+
+@pytest.mark.reliability
 def test_a_collector_sent_sigterm_kills_its_games_while_the_learner_is_frozen(tmp_path):
     """SIGTERM to a collector process whose learner does nothing (frozen: it never polls, so it cannot
     kill a dead collector's games): the collector closes its environments and kills the game it owns
