@@ -41,7 +41,7 @@ from filters import InputFilter, OutputFilter
 from filters.reward_filters import RewardClippingFilter, RewardRescaleFilter
 from rulka import checkpoints
 from rulka.collection.collector import Collector
-from rulka.collection.episodes import EpisodeGatherer, EpisodeRecord, store_rollout
+from rulka.collection.episodes import EpisodeGatherer, EpisodeRecord, HeldEpisodes, may_discard_episodes, store_rollout
 from rulka.collection.in_process import InProcessCollection
 from rulka.collection.interface import Collection
 from rulka.collection.lag import LagMeter, UpdateClock, action_lags
@@ -188,6 +188,10 @@ class BasicRLGraphManager(GraphManager):
         self.stop_signal: int | None = None
         self.collector_events: list[str] = []
         self._first_env: gym.Env | None = None
+        #: An environment whose episodes may be discarded (its ``metadata``): each episode's chunks wait
+        #: here until it ends, and none of a discarded one is stored (None: chunks are stored as they come).
+        self.held: HeldEpisodes | None = None
+        self._dead_sources: list[tuple[int, int]] = []
         self._collection_state: dict[str, Any] | None = None
         self._checkpoint_due = False
         #: Ray cluster for ``collector_backend: ray`` (``auto``, ``HOST:PORT``; None: a local instance).
@@ -221,6 +225,13 @@ class BasicRLGraphManager(GraphManager):
         self._first_env = self.env_factory(self.config.environment, 0)
         return self._first_env.observation_space, self._first_env.action_space
 
+    def episodes_may_be_discarded(self) -> bool:
+        """Whether the environment may lose an episode mid-way (``info["discarded"]``); then the learner
+        stores an episode only once it has ended (:attr:`held`). By default its ``metadata`` says
+        (:data:`~rulka.collection.episodes.DISCARDS_EPISODES`, read from environment 0 when the learner
+        built one)."""
+        return may_discard_episodes(self._first_env)
+
     def create(self, run_dir: str | Path | None, device: torch.device | str = "cpu", seed: int = 0,
                resume: bool = False) -> "BasicRLGraphManager":
         """Build filters, the agent and the logger; with ``resume`` load the last checkpoint."""
@@ -237,6 +248,7 @@ class BasicRLGraphManager(GraphManager):
                 print(f"rulka: {kept}", file=sys.stderr, flush=True)
         self.input_filter = self.input_filter or self.default_input_filter()
         self.env_observation_space, self.env_action_space = self.environment_spaces()  # before filters
+        self.held = HeldEpisodes() if self.episodes_may_be_discarded() else None
         self.observation_space = self.input_filter.filter_space(self.env_observation_space)
         self.action_space = self.output_filter.agent_action_space(self.env_action_space)
         if self._first_env is not None:
@@ -291,11 +303,20 @@ class BasicRLGraphManager(GraphManager):
         return remote
 
     def _drop_source(self, collector_id: int, incarnation: int) -> None:
-        """A collector died: forget its unfinished episodes (the gatherer's and the agent's)."""
-        self.gatherer.forget_source(collector_id, incarnation)
-        forget = getattr(self.agent, "forget_streams", None)
-        if forget is not None:
-            forget(lambda stream: stream[0][:2] == (collector_id, incarnation))
+        """A collector died: forget its unfinished episodes once what it sent before is stored (the
+        poll that found it dead may have read its last chunks: they are ingested first)."""
+        self._dead_sources.append((collector_id, incarnation))
+
+    def _forget_dead_sources(self) -> None:
+        """The unfinished episodes of the collectors found dead (the gatherer's, the held chunks, the agent's)."""
+        while self._dead_sources:
+            collector_id, incarnation = self._dead_sources.pop(0)
+            self.gatherer.forget_source(collector_id, incarnation)
+            if self.held is not None:
+                self.held.forget_source(collector_id, incarnation)
+            forget = getattr(self.agent, "forget_streams", None)
+            if forget is not None:
+                forget(lambda stream, dead=(collector_id, incarnation): stream[0][:2] == dead)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
@@ -428,6 +449,7 @@ class BasicRLGraphManager(GraphManager):
                     clock.collect += t1 - t0
                     for rollout in rollouts:
                         self.ingest(rollout)
+                    self._forget_dead_sources()
                     steps = agent.counters.env_steps
                     published_before = clock.publish
                     if steps // training.train_every_n_env_steps != steps_before // training.train_every_n_env_steps:
@@ -475,9 +497,10 @@ class BasicRLGraphManager(GraphManager):
         self._demonstrations_ready = True
 
     def ingest(self, rollout: Rollout) -> None:
-        """Store a rollout, measure its actions' policy lag and queue delay, and report a finished
-        episode to :meth:`episode_ended`."""
-        store_rollout(self.agent, rollout)
+        """Store a rollout (with :attr:`held`, once its episode has ended, and not if it was discarded),
+        measure its actions' policy lag and queue delay, and report a finished episode to :meth:`episode_ended`."""
+        for chunk in self.held.add(rollout) if self.held is not None else (rollout,):
+            store_rollout(self.agent, chunk)
         if rollout.length and rollout.step_times is not None and rollout.phase is not RunPhase.HEATUP:
             policy_lag, queue_delay = action_lags(self.update_clock, rollout.step_policy_updates, rollout.step_times,
                                                   self.agent.counters.gradient_updates)

@@ -67,6 +67,10 @@ class TrackManiaBackend(abc.ABC):
     #: collector may run several such backends' environments at the same time (steps through
     #: :meth:`step_phases`, in the collector's thread; resets each in a thread).
     steps_wait_on_io: bool = False
+    #: ``step`` may lose the race (:class:`~environments.trackmania.backend_registry.RolloutDiscardedError`:
+    #: a game that hangs or dies): the environment then says so in its ``metadata``, and the learner
+    #: stores a race's transitions only once the race has ended, so that none of a lost race is trained on.
+    may_discard_races: bool = False
 
     @abc.abstractmethod
     def start_race(self, track: object, seed: int | None) -> tuple[CarState, np.ndarray]:

@@ -22,11 +22,21 @@ class RolloutDiscardedError(RuntimeError):
     """
 
 _REGISTRY: dict[str, BackendFactory] = {}
+_DISCARDS: dict[str, bool] = {}
 
 
-def register_backend(name: str, factory: BackendFactory) -> None:
-    """Make ``factory(params, **options) -> TrackManiaBackend`` available as ``name``."""
+def register_backend(name: str, factory: BackendFactory, *, may_discard_races: bool = False) -> None:
+    """Make ``factory(params, **options) -> TrackManiaBackend`` available as ``name``; ``may_discard_races``:
+    its backends' :attr:`~environments.trackmania.backend.TrackManiaBackend.may_discard_races`."""
     _REGISTRY[name] = factory
+    _DISCARDS[name] = may_discard_races
+
+
+def backend_may_discard_races(name: str) -> bool:
+    """Whether the backend called ``name`` may lose a race mid-way, known without building one (a learner
+    whose collectors build the games asks)."""
+    _factory(name)
+    return _DISCARDS[name]
 
 
 def available_backends() -> list[str]:
@@ -36,6 +46,10 @@ def available_backends() -> list[str]:
 
 def make_backend(name: str, params: Any, **options: Any) -> TrackManiaBackend:
     """Build the backend called ``name`` for ``params`` (TrackManiaEnvironmentParameters)."""
+    return _factory(name)(params, **options)
+
+
+def _factory(name: str) -> BackendFactory:
     if name not in _REGISTRY:
         try:
             importlib.import_module(f"environments.trackmania.{name}")
@@ -43,7 +57,7 @@ def make_backend(name: str, params: Any, **options: Any) -> TrackManiaBackend:
             raise KeyError(f"unknown TrackMania backend {name!r} (registered: {available_backends()}): {exc}") from exc
         if name not in _REGISTRY:
             raise KeyError(f"module environments.trackmania.{name} did not register a backend named {name!r}")
-    return _REGISTRY[name](params, **options)
+    return _REGISTRY[name]
 
 
 def _make_sim(params: Any, **options: Any) -> TrackManiaBackend:

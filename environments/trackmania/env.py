@@ -64,6 +64,8 @@ class TrackManiaEnv(gym.Env):
         else:
             self.backend = make_backend(backend, params, **(backend_options or {}))
         self.backend_name = backend if isinstance(backend, str) else type(backend).__name__
+        # rulka.collection.episodes.DISCARDS_EPISODES (the learner then stores a race only once it has ended)
+        self.metadata = {**type(self).metadata, "may_discard_episodes": self.backend.may_discard_races}
         self.layout = FloatLayout.from_parameters(params)
         self._set_track(self.track)
         self.reward_fn = RewardFunction(params)

@@ -35,6 +35,49 @@ def store_rollout(agent: Agent, rollout: Rollout) -> None:
         agent.handle_episode_ended()
 
 
+#: The ``metadata`` key of an environment whose episodes may be lost mid-way (``info["discarded"]``: a game
+#: that hangs or dies). Where it is true the learner holds each episode's chunks until the episode ends
+#: (:class:`HeldEpisodes`), so no transition of a lost episode is stored.
+DISCARDS_EPISODES = "may_discard_episodes"
+
+
+def may_discard_episodes(env: Any) -> bool:
+    """Whether ``env`` (or the environment a wrapper wraps) says its episodes may be discarded."""
+    return bool((getattr(env, "metadata", None) or {}).get(DISCARDS_EPISODES, False))
+
+
+class HeldEpisodes:
+    """The chunks of each open episode, held by the learner until the episode ends: then all are stored,
+    in order, or none, when the episode was discarded or its collector died. Chunks let a collector
+    send a long race while it is played without waiting for the learner; holding them keeps a lost
+    race's first minutes out of the replay (Linesight sends a race only when it ends, for the same
+    reason). The cost: the learner trains on a race once it has ended, not while it is played."""
+
+    def __init__(self) -> None:
+        self.open: dict[tuple, list[Rollout]] = {}
+
+    def add(self, rollout: Rollout) -> list[Rollout]:
+        """The chunks to store now, in play order: none until ``rollout`` ends its episode, none of a
+        discarded episode; a chunk that is not to be stored (an evaluation race) passes at once."""
+        if not rollout.spec.store:
+            return [rollout]
+        if not rollout.episode_ended:
+            self.open.setdefault(rollout.stream, []).append(rollout)
+            return []
+        chunks = self.open.pop(rollout.stream, [])
+        return [] if rollout.discarded else chunks + [rollout]
+
+    def forget_source(self, collector_id: int, incarnation: int) -> int:
+        """Drop the held chunks of a collector that died; how many episodes were dropped."""
+        dead = [key for key in self.open if key[0][:2] == (collector_id, incarnation)]
+        for key in dead:
+            del self.open[key]
+        return len(dead)
+
+    def actions_held(self) -> int:
+        return sum(chunk.length for chunks in self.open.values() for chunk in chunks)
+
+
 @dataclass
 class EpisodeRecord:
     """A finished episode as the learner received it, chunk after chunk."""

@@ -22,6 +22,6 @@ def _make_tmi(params: Any, **options: Any) -> TrackManiaBackend:
     return make_tmi_backend(params, **options)
 
 
-register_backend("tmi", _make_tmi)
+register_backend("tmi", _make_tmi, may_discard_races=True)
 
 __all__ = ["MessageType", "TMInterfaceError"]

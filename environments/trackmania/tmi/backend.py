@@ -84,6 +84,8 @@ class TMIBackend(TrackManiaBackend):
     #: A step is a few socket round trips to the game (rulka's process idle meanwhile): a collector
     #: steps several games at the same time (``performance.concurrent_env_steps: auto``).
     steps_wait_on_io = True
+    #: A game that hangs or dies loses the race in flight (it is discarded, not stored).
+    may_discard_races = True
 
     def __init__(
         self,

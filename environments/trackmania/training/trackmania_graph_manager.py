@@ -21,6 +21,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
+from environments.trackmania.backend_registry import backend_may_discard_races
 from environments.trackmania.env import TrackManiaEnv, trackmania_spaces
 from environments.trackmania.training.experiment_parameters import TrackManiaExperimentConfig
 from environments.trackmania.training.map_cycle import cycle_entries, entry_track, map_cycle_plan
@@ -195,6 +196,10 @@ class TrackManiaGraphManager(BasicRLGraphManager):
         if self.config.performance.gpu_collectors_count <= 0:
             return super().environment_spaces()
         return trackmania_spaces(self.config.environment)
+
+    def episodes_may_be_discarded(self) -> bool:
+        """The backend's say (the real game's races may be lost: a game that hangs or dies), known with no game built."""
+        return backend_may_discard_races(self.config.environment.backend)
 
     # ------------------------------------------------------------------ races
     def episode_ended(self, record: EpisodeRecord) -> None:

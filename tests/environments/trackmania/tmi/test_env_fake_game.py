@@ -13,13 +13,15 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from environments.trackmania.actions import ACTION_FORWARD_IDX
-from environments.trackmania.backend_registry import RolloutDiscardedError, available_backends, make_backend
+from environments.trackmania.backend_registry import (RolloutDiscardedError, available_backends, backend_may_discard_races,
+                                                      make_backend)
 from environments.trackmania.env import TrackManiaEnv
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 from environments.trackmania.tmi.backend import TMIBackend, TMIStartError, map_path_of
 from environments.trackmania.tmi.protocol import bgra_to_gray
 from environments.trackmania.tmi.settings import TMISettings
 from environments.trackmania.track import Track, track_from_map
+from rulka.collection.episodes import may_discard_episodes
 
 from .fake_game_server import save_straight_line
 
@@ -156,6 +158,9 @@ def test_doing_nothing_is_cut_off_by_the_no_progress_rule(make_env):
 def test_game_hang_mid_race_truncates_as_discarded_then_relaunches(make_env):
     """A game that stops answering ends the episode truncated + discarded; reset() relaunches and races."""
     env, launcher = make_env(per_launch=[{"hang_at_ms": 400}])
+    # so the learner stores a race only once it has ended (none of a lost one); the simulator never loses one
+    assert may_discard_episodes(env) and backend_may_discard_races("tmi") and not backend_may_discard_races("sim")
+    assert not may_discard_episodes(TrackManiaEnv(fast_params()))
     env.reset(seed=0)
     t0 = time.monotonic()
     obs, terminated, truncated, info = run_episode(env, ACTION_FORWARD_IDX)

@@ -17,7 +17,8 @@ starts at the preset's start size (on the suite's 2 cores, learning at batch 512
 one race every 20-50 s, too slow to wait for); the faults after it (kill, SIGTERM) may land once learning
 has started, which the checks allow but do not require. "Discarded" is the race in flight when the game
 hung: it is logged as discarded and gets no row in races.csv; its chunks sent before the hang (200
-actions each) are stored as cut stretches, as designed, and are not checked here.
+actions each) are held by the learner and dropped, not stored (tests/rulka/collection/test_episodes.py
+checks that, not this run).
 """
 from __future__ import annotations
 
