@@ -1,37 +1,44 @@
-"""Soak: the uni preset's stand-in configuration trains for N minutes while faults are injected on a
-schedule; prints races done, faults injected, restarts, races lost, leaked processes and actions/s
-before and after each fault (issue 20).
+"""Soak: the uni preset's stand-in configuration trains for N minutes while a fault is injected every
+``--every`` seconds, cycling through every kind; per fault it prints when the run detected it, what it
+did and the races it lost, then the goals (issue 43).
 
-    python bench/trackmania_soak.py [--minutes 20] [--every 120] [--seed 0] [--stop-s 60] [--out FILE]
-                                    [--cp KEY=VALUE ...]
+    python bench/trackmania_soak.py [--minutes 60] [--every 120] [--faults all|none|KIND,...]
+                                    [--baseline FAULT_FREE_PRINTOUT] [--out FILE] [--keep DIR] [--cp KEY=VALUE ...]
 
-It runs ``rulka -p trackmania_iqn_uni --config presets/trackmania_iqn_uni_standin.yaml`` (4 collector
-processes, 4 stand-in games launched by ``launch.sh`` as a user's Wine script is, running_speed 160,
-the CPU-sized network) and, every ``--every`` seconds, one fault picked at random (seeded):
+It runs ``rulka -p trackmania_iqn_uni --config presets/trackmania_iqn_uni_standin.yaml`` unthrottled (4
+collector processes, 4 stand-in games launched by ``launch.sh`` as a user's Wine script is, running_speed
+160, batch 512, the CPU-sized network) and injects, in this order:
 
-* ``game_kill``: SIGKILL a game (the collector sees the link drop, discards the race, relaunches);
-* ``game_stop``: SIGSTOP a game for ``--stop-s`` seconds, then SIGCONT if it still exists (a hung game:
-  the collector's read times out after ``environment.timeout_during_run_ms``, kills it, relaunches);
-* ``collector_kill``: SIGKILL a collector (the learner kills its game and starts a new collector).
+* ``game_kill``: SIGKILL a game. Detected when its collector's next read fails (a ``race discarded``
+  line, or a relaunch between races): at once.
+* ``game_stop``: SIGSTOP a game for ``--stop-s`` (60) seconds, then SIGCONT if it still exists. Detected
+  when the collector's read times out: ``environment.timeout_during_run_ms`` (30 s).
+* ``game_pause``: SIGSTOP a game, SIGCONT after ``--pause-s`` (20) seconds, inside the in-race timeout:
+  not a fault to the run (nothing may be discarded; its race goes on).
+* ``collector_kill``: SIGKILL a collector. Detected when the learner sees it exit (checked once a second,
+  also during training); the learner kills its game and starts a new collector.
+* ``learner_kill``: SIGKILL the learner (as the OOM killer would). Detected by its collectors (their
+  parent gone) and its games' guards: every process of the run must be gone; then the soak resumes the
+  run (``rulka --resume``), which loses the races in flight and what was learnt since the last checkpoint.
+* ``stranger_port``: SIGKILL a game while a stranger's program waits to listen on its port. Detected
+  when the relaunch refuses the port, naming the stranger's pid; the stranger is not killed by rulka.
+  The soak then stops the stranger, as the message tells a user to, and a game races on the port again.
 
-At the end the run is stopped with SIGINT (Ctrl-C) and every process the soak saw below the run (by pid
-and start time) must be gone. What is counted:
-
-* races done: rows of ``races.csv`` (finished or cut-off races the learner kept);
-* restarts: games launched beyond the first 4 (distinct launch markers seen) and collectors replaced;
-* races lost: ``race discarded`` lines (a game's race in flight lost by its collector) plus the race in
-  flight of each killed collector (never reported: it dies with its collector);
-* actions/s: the learner's env steps (read from ``races.csv`` at each race end) over the ``--window``
-  seconds before and after each fault, and over the whole run.
-
-``--cp`` passes overrides to rulka (e.g. ``--cp performance.gpu_collectors_count=2``).
+``--faults none`` is the fault-free baseline; ``--baseline FILE`` (its printout) gives the goal on
+actions. At the end the run is stopped with SIGINT (Ctrl-C) and every process the soak saw (below each
+incarnation of the run, and the games' guards) must be gone. Printed per fault: kind, seconds after
+injection when it was detected, what the log says was done, races lost (``race discarded`` lines for
+its port, plus the races in flight of a killed collector or learner). Goals: every fault detected within
+its timeout + 5 s; at most one race lost per fault (a learner kill loses one per game); 0 leaked
+processes; no stored action outside a kept race (``races.csv``: between two lines of one incarnation
+``env_steps`` grows by exactly the later race's ``stored_actions``, so no action of a lost race reached
+the replay); actions stored over the run at least 80 % of the fault-free run's.
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import os
-import random
 import re
 import signal
 import subprocess
@@ -45,12 +52,34 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from environments.trackmania.tmi.launcher import LAUNCH_MARKER  # noqa: E402
-from environments.trackmania.tmi.processes import descendants, list_processes, process_environ, process_info  # noqa: E402
+from environments.trackmania.tmi.processes import (descendants, list_processes, process_cmdline,  # noqa: E402
+                                                   process_environ, process_info)
 from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT, StandinBuildError, host_binary  # noqa: E402
 from environments.trackmania.tmi.standin.ports import free_port_block  # noqa: E402
 
 STANDIN_YAML = ROOT / "presets" / "trackmania_iqn_uni_standin.yaml"
-FAULTS = ("game_kill", "game_stop", "collector_kill")
+FAULTS = ("game_kill", "game_stop", "game_pause", "collector_kill", "learner_kill", "stranger_port")
+#: The stand-in configuration's in-race timeout (environment.timeout_during_run_ms), s.
+IN_RACE_TIMEOUT_S = 30.0
+#: Each kind's documented detection time, s (the goal adds 5 s); None: not a fault to the run.
+TIMEOUT_S = {"game_kill": 0.0, "game_stop": IN_RACE_TIMEOUT_S, "game_pause": None, "collector_kill": 1.0,
+             "learner_kill": 1.0, "stranger_port": 0.0}
+GAMES = 4
+#: A stranger's program: listens on the port given as its argument as soon as the port is free (for up to
+#: 30 s), then sleeps; it prints LISTENING once it holds the port.
+STRANGER = """
+import socket, sys, time
+port = int(sys.argv[1]); deadline = time.monotonic() + 30
+while True:
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port)); s.listen(); break
+    except OSError:
+        s.close()
+        if time.monotonic() > deadline: sys.exit(3)
+        time.sleep(0.001)
+print("LISTENING", flush=True); time.sleep(3600)
+"""
 
 
 @dataclass
@@ -58,20 +87,56 @@ class Fault:
     at_s: float
     kind: str
     pid: int
-    port: int
-    before_aps: float = float("nan")
-    after_aps: float = float("nan")
+    port: int | None
+    detected_s: float | None = None
+    done: str = ""
+    lost: int = 0
     note: str = ""
 
 
 @dataclass
 class Watch:
-    """Everything the soak saw below the run: pid -> (start ticks, name), launch markers, game pids."""
+    """Everything the soak saw: pid -> (start ticks, name); the games' launch markers; learner steps."""
 
     processes: dict[int, tuple[int, str]] = field(default_factory=dict)
     launches: set[str] = field(default_factory=set)
     collectors: set[int] = field(default_factory=set)
-    steps: list[tuple[float, int]] = field(default_factory=list)  # (soak time s, learner env steps)
+
+
+class Log:
+    """The run's output, incarnation after incarnation, each line stamped with the soak time it was read at."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[float, str]] = []
+        self._path: Path | None = None
+        self._offset = 0
+        self._partial = ""
+
+    def follow(self, path: Path) -> None:
+        self.read(0.0)
+        self._path, self._offset, self._partial = path, 0, ""
+
+    def read(self, now: float) -> None:
+        if self._path is None or not self._path.exists():
+            return
+        with self._path.open("rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        self._offset += len(data)
+        text = self._partial + data.decode(errors="replace")
+        *complete, self._partial = text.split("\n")
+        self.lines += [(now, line) for line in complete]
+
+    def first(self, pattern: str, after_s: float) -> tuple[float, str] | None:
+        regex = re.compile(pattern)
+        return next(((t, line) for t, line in self.lines if t >= after_s and regex.search(line)), None)
+
+    def count(self, pattern: str, start_s: float, end_s: float) -> int:
+        regex = re.compile(pattern)
+        return sum(1 for t, line in self.lines if start_s <= t < end_s and regex.search(line))
+
+    def text(self) -> str:
+        return "\n".join(line for _, line in self.lines)
 
 
 def games_of(root_pid: int) -> dict[int, tuple[int, int]]:
@@ -87,77 +152,155 @@ def games_of(root_pid: int) -> dict[int, tuple[int, int]]:
     return out
 
 
-def observe(root_pid: int, watch: Watch) -> None:
+def observe(root_pid: int, watch: Watch, ports: range) -> None:
+    """Note every process below the run, and every game guard and stranger of ours (not below it)."""
     processes = list_processes()
-    for pid in descendants(root_pid, processes):
-        info = process_info(pid)
-        if info is None:
+    below = descendants(root_pid, processes)
+    for p in processes:
+        if p.pid in below:
+            watch.processes.setdefault(p.pid, (p.start_ticks, p.name))
+            if p.ppid == root_pid and "resource_tracker" not in (process_cmdline(p.pid) or ""):
+                watch.collectors.add(p.pid)
+            marker = (process_environ(p.pid) or {}).get(LAUNCH_MARKER)
+            if marker and p.name.startswith("TmForever"):
+                watch.launches.add(marker)
+        elif p.pid not in watch.processes and "game_guard.py" in (process_cmdline(p.pid) or ""):
+            env = process_environ(p.pid) or {}
+            if env.get("TMI_BASE_PORT") == str(ports.start):
+                watch.processes[p.pid] = (p.start_ticks, "game_guard")
+
+
+def alive(watch: Watch, pids: list[int] | None = None) -> dict[int, str]:
+    """The watched processes (or ``pids`` of them) that still run under the start time they were seen with."""
+    out = {}
+    for pid, (ticks, name) in watch.processes.items():
+        if pids is not None and pid not in pids:
             continue
-        watch.processes.setdefault(pid, (info.start_ticks, info.name))
-        if info.ppid == root_pid and "resource_tracker" not in _cmdline(pid):
-            watch.collectors.add(pid)
-        marker = (process_environ(pid) or {}).get(LAUNCH_MARKER)
-        if marker and info.name.startswith("TmForever"):
-            watch.launches.add(marker)
+        info = process_info(pid)
+        if info is not None and info.start_ticks == ticks:
+            out[pid] = name
+    return out
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
+def read_races(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with path.open() as f:
+        return list(csv.DictReader(f))
 
 
-def read_env_steps(races_csv: Path) -> tuple[int, int]:
-    """(rows, env steps of the last row) of races.csv."""
-    if not races_csv.is_file():
-        return 0, 0
-    with races_csv.open() as f:
-        rows = list(csv.DictReader(f))
-    return len(rows), int(rows[-1]["env_steps"]) if rows else 0
+def stored_outside_races(rows: list[dict[str, str]], resumed_at_rows: list[int]) -> tuple[int, int]:
+    """(lines checked, actions stored that no kept race accounts for): between two lines of one incarnation
+    ``env_steps`` must grow by exactly the later line's ``stored_actions``."""
+    checked = extra = 0
+    for i in range(1, len(rows)):
+        if i in resumed_at_rows:  # the first line after a resume continues from the checkpoint's count
+            continue
+        delta = int(rows[i]["env_steps"]) - int(rows[i - 1]["env_steps"])
+        checked += 1
+        extra += max(0, delta - int(rows[i]["stored_actions"]))
+    return checked, extra
 
 
-def rate(steps: list[tuple[float, int]], t0: float, t1: float) -> float:
-    """Env steps per second between soak times t0 and t1 (the last samples at or before each)."""
-    def at(t: float) -> int | None:
-        seen = [s for ts, s in steps if ts <= t]
-        return seen[-1] if seen else None
+class Run:
+    """The rulka run, incarnation after incarnation (a learner kill and ``--resume``)."""
 
-    a, b = at(t0), at(t1)
-    if a is None or b is None or t1 <= t0:
-        return float("nan")
-    return (b - a) / (t1 - t0)
+    def __init__(self, work: Path, args: argparse.Namespace, base_port: int) -> None:
+        self.work, self.args = work, args
+        self.run_dir = work / "runs" / "soak"
+        self.env = dict(os.environ, TMI_LINUX_LAUNCH_SCRIPT=str(LAUNCH_SCRIPT), TMI_ACCOUNT_NAME="standin",
+                        TMI_BASE_PORT=str(base_port), RULKA_STANDIN_PYTHON=sys.executable)
+        self.rulka = str(Path(sys.executable).with_name("rulka"))
+        self.process: subprocess.Popen | None = None
+        self.incarnation = 0
+
+    def start(self, log: Log, now: float) -> None:
+        if self.incarnation == 0:
+            command = [self.rulka, "-p", "trackmania_iqn_uni", "--config", str(STANDIN_YAML),
+                       *[a for o in self.args.cp for a in ("-cp", o)], "--experiments-dir", str(self.work / "runs"),
+                       "-e", "soak", "--seed", str(self.args.seed)]
+        else:
+            command = [self.rulka, "--resume", str(self.run_dir)]
+        command += ["--max-steps", "100000000", "--no-progress"]
+        path = self.work / f"run.{self.incarnation}.log"
+        with path.open("w") as out:
+            self.process = subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        log.follow(path)
+        self.incarnation += 1
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
 
 
-def inject(kind: str, root_pid: int, rng: random.Random, stop_s: float, stopped: dict[int, float]) -> Fault | None:
-    games = {pid: v for pid, v in games_of(root_pid).items() if pid not in stopped}
+def inject(kind: str, run: Run, now: float, watch: Watch, strangers: dict[int, subprocess.Popen]) -> Fault | None:
+    """Inject ``kind``; None when there is nothing to hit yet (no game up)."""
+    games = games_of(run.pid)
+    if kind == "learner_kill":
+        os.kill(run.pid, signal.SIGKILL)
+        return Fault(now, kind, run.pid, None, note=f"{len(games)} games up")
     if not games:
         return None
-    pid = rng.choice(sorted(games))
+    pid = sorted(games)[int(now) % len(games)]
     port, collector = games[pid]
     if kind == "collector_kill":
         os.kill(collector, signal.SIGKILL)
-        return Fault(0.0, kind, collector, port, note=f"its game pid {pid}")
-    if kind == "game_kill":
+        return Fault(now, kind, collector, port, note=f"its game pid {pid}")
+    if kind == "stranger_port":
+        stranger = subprocess.Popen([sys.executable, "-c", STRANGER, str(port)], stdout=subprocess.PIPE, text=True)
+        strangers[stranger.pid] = stranger
         os.kill(pid, signal.SIGKILL)
-    else:
-        os.kill(pid, signal.SIGSTOP)
-        stopped[pid] = time.monotonic() + stop_s
-    return Fault(0.0, kind, pid, port)
+        return Fault(now, kind, pid, port, note=f"stranger pid {stranger.pid}")
+    os.kill(pid, signal.SIGKILL if kind == "game_kill" else signal.SIGSTOP)
+    return Fault(now, kind, pid, port)
+
+
+def judge(fault: Fault, log: Log, end_s: float, watch: Watch, games: int) -> None:
+    """Fill ``fault``'s detection time, what was done and races lost from the log (and the processes)."""
+    port = fault.port
+    discards = rf"^race discarded: game instance \d+ \(port {port}\)"
+    fault.lost = log.count(discards, fault.at_s, end_s) if port is not None else 0
+    found: tuple[float, str] | None = None
+    if fault.kind in ("game_kill", "game_stop"):
+        found = log.first(rf"game instance \d+ \(port {port}\).*(gone|hung|killed|closed|reset|relaunch)", fault.at_s)
+    elif fault.kind == "collector_kill":
+        found = log.first(r"collector \d+ died \(exit code -9\)", fault.at_s)
+        fault.lost += 1  # its race in flight, never reported: it died with its collector
+    elif fault.kind == "stranger_port":
+        found = log.first(rf"port {port} is held by a process that rulka did not launch", fault.at_s)
+        fault.lost = max(fault.lost, 1)  # the killed game's race, discarded or in flight
+    elif fault.kind == "learner_kill":
+        fault.lost = games
+    if found is not None and found[0] < end_s:
+        fault.detected_s = found[0] - fault.at_s
+        fault.done = found[1].strip()[:160]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=20.0)
+    parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--every", type=float, default=120.0, help="seconds between faults")
     parser.add_argument("--first", type=float, default=None, help="first fault after this many s (default: --every)")
-    parser.add_argument("--stop-s", type=float, default=60.0, help="how long a SIGSTOPped game stays stopped")
-    parser.add_argument("--window", type=float, default=60.0, help="actions/s window before and after a fault, s")
+    parser.add_argument("--faults", default="all", help=f"all, none, or a comma list of {', '.join(FAULTS)}")
+    parser.add_argument("--stop-s", type=float, default=60.0, help="how long a game_stop game stays stopped")
+    parser.add_argument("--pause-s", type=float, default=20.0, help="how long a game_pause game stays stopped")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cp", action="append", default=[], help="rulka override KEY=VALUE (repeatable)")
+    parser.add_argument("--baseline", default=None, help="the printout of a --faults none run of the same length")
     parser.add_argument("--out", default=None, help="also write the printout to this file")
     parser.add_argument("--keep", default=None, help="run folder parent (default: a temporary folder, removed)")
     args = parser.parse_args(argv)
+    kinds = [] if args.faults == "none" else list(FAULTS) if args.faults == "all" else args.faults.split(",")
+    unknown = [k for k in kinds if k not in FAULTS]
+    if unknown:
+        parser.error(f"--faults: unknown {', '.join(unknown)}; choose from {', '.join(FAULTS)}, all or none")
+    baseline_actions = None
+    if args.baseline:
+        match = re.search(r"actions stored over the run: (\d+)", Path(args.baseline).read_text())
+        if match is None:
+            parser.error(f"--baseline {args.baseline}: no 'actions stored over the run' line (a soak printout?)")
+        baseline_actions = int(match.group(1))
     try:
         host_binary()
     except StandinBuildError as error:
@@ -166,30 +309,39 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(args.keep or tempfile.mkdtemp(prefix="rulka_soak_"))
     work.mkdir(parents=True, exist_ok=True)
-    run_dir = work / "runs" / "soak"
-    log_path = work / "run.log"
-    env = dict(os.environ, TMI_LINUX_LAUNCH_SCRIPT=str(LAUNCH_SCRIPT), TMI_ACCOUNT_NAME="standin",
-               TMI_BASE_PORT=str(free_port_block(16)), RULKA_STANDIN_PYTHON=sys.executable)
-    command = [str(Path(sys.executable).with_name("rulka")), "-p", "trackmania_iqn_uni", "--config", str(STANDIN_YAML),
-               *[a for o in args.cp for a in ("-cp", o)], "--experiments-dir", str(work / "runs"), "-e", "soak",
-               "--max-steps", "100000000", "--no-progress", "--seed", str(args.seed)]
-    rng = random.Random(args.seed)
-    watch = Watch()
+    base_port = free_port_block(16)
+    ports = range(base_port, base_port + GAMES)
+    run = Run(work, args, base_port)
+    log, watch = Log(), Watch()
     faults: list[Fault] = []
-    stopped: dict[int, float] = {}
+    stopped: dict[int, float] = {}  # SIGSTOPped game pid -> when to SIGCONT it
+    strangers: dict[int, subprocess.Popen] = {}
+    resumed_at_rows: list[int] = []
+    pending_resume: tuple[float, list[int]] | None = None  # (killed at, the old incarnation's pids)
     duration = args.minutes * 60.0
     next_fault = args.first if args.first is not None else args.every
-    with log_path.open("w") as log:
-        rulka = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    start = time.monotonic()
     load_start = os.getloadavg()[0]
+    start = time.monotonic()
+    run.start(log, 0.0)
     exit_code = None
     try:
         while (now := time.monotonic() - start) < duration:
-            if rulka.poll() is not None:
-                break
-            observe(rulka.pid, watch)
-            watch.steps.append((now, read_env_steps(run_dir / "races.csv")[1]))
+            log.read(now)
+            if pending_resume is not None:
+                killed_at, old = pending_resume
+                left = alive(watch, old)
+                if not left or now - killed_at > 60:
+                    fault = faults[-1]
+                    fault.detected_s = now - killed_at
+                    fault.done = (f"every process of the killed run gone ({len(old)}); resumed with --resume"
+                                  if not left else f"{len(left)} processes of the killed run still up after 60 s: {left}")
+                    resumed_at_rows.append(len(read_races(run.run_dir / "races.csv")))
+                    run.start(log, now)
+                    pending_resume = None
+            elif run.process is not None and run.process.poll() is not None:
+                break  # the run ended by itself: reported below
+            else:
+                observe(run.pid, watch, ports)
             for pid, until in list(stopped.items()):
                 if time.monotonic() >= until:
                     try:
@@ -197,76 +349,112 @@ def main(argv: list[str] | None = None) -> int:
                     except OSError:
                         pass  # already killed by its collector, as it should be
                     del stopped[pid]
-            if now >= next_fault:
-                kind = rng.choice(FAULTS)
-                fault = inject(kind, rulka.pid, rng, args.stop_s, stopped)
+            for fault in faults:  # a stranger is stopped once the run has named it (the message's fix)
+                if fault.kind == "stranger_port" and fault.pid and fault.note.startswith("stranger pid "):
+                    spid = int(fault.note.split()[2])
+                    stranger = strangers.get(spid)
+                    if stranger is not None and stranger.poll() is None and log.first(rf"pid {spid}\b", fault.at_s):
+                        stranger.kill()
+                        stranger.wait(5)
+                        fault.note += " (named by rulka, alive until the soak stopped it)"
+                        del strangers[spid]
+            if kinds and now >= next_fault and pending_resume is None:
+                kind = kinds[len(faults) % len(kinds)]
+                fault = inject(kind, run, now, watch, strangers)
                 if fault is not None:
-                    fault.at_s = now
                     faults.append(fault)
-                    print(f"[{now:7.1f} s] {kind} pid {fault.pid} (port {fault.port}) {fault.note}", flush=True)
+                    if kind in ("game_stop", "game_pause"):
+                        stopped[fault.pid] = time.monotonic() + (args.stop_s if kind == "game_stop" else args.pause_s)
+                    if kind == "learner_kill":
+                        observe(run.pid, watch, ports)
+                        old = [pid for pid in watch.processes if pid != run.pid] + [run.pid]
+                        pending_resume = (now, old)
+                    print(f"[{now:7.1f} s] {kind} pid {fault.pid} port {fault.port} {fault.note}", flush=True)
                 next_fault += args.every
-            time.sleep(1.0)
+            time.sleep(0.5)
         for pid in list(stopped):
             try:
                 os.kill(pid, signal.SIGCONT)
             except OSError:
                 pass
-        observe(rulka.pid, watch)
-        if rulka.poll() is None:
-            rulka.send_signal(signal.SIGINT)
+        if run.process is not None and run.process.poll() is None:
+            observe(run.pid, watch, ports)
+            run.process.send_signal(signal.SIGINT)
             try:
-                exit_code = rulka.wait(180)
+                exit_code = run.process.wait(180)
             except subprocess.TimeoutExpired:
                 exit_code = None
-        else:
-            exit_code = rulka.returncode
+        elif run.process is not None:
+            exit_code = run.process.returncode
     finally:
-        if rulka.poll() is None:
-            rulka.kill()
-            rulka.wait(30)
+        if run.process is not None and run.process.poll() is None:
+            run.process.kill()
+            run.process.wait(30)
+        for stranger in strangers.values():
+            if stranger.poll() is None:
+                stranger.kill()
     elapsed = time.monotonic() - start
     time.sleep(5.0)
-    leaked = {pid: name for pid, (ticks, name) in watch.processes.items()
-              if (info := process_info(pid)) is not None and info.start_ticks == ticks}
+    log.read(elapsed)
+    leaked = alive(watch)
     for pid in leaked:  # leave nothing behind on the machine either
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
 
-    text = log_path.read_text(errors="replace")
-    races, steps = read_env_steps(run_dir / "races.csv")
+    text = log.text()
+    rows = read_races(run.run_dir / "races.csv")
+    checked, outside = stored_outside_races(rows, resumed_at_rows) if rows and "stored_actions" in rows[0] else (0, -1)
+    segments = [0, *resumed_at_rows, len(rows)]
+    stored = sum(int(rows[b - 1]["env_steps"]) - int(rows[a]["env_steps"]) + int(rows[a]["stored_actions"])
+                 for a, b in zip(segments, segments[1:]) if b > a) if rows and "stored_actions" in rows[0] else 0
+    for i, fault in enumerate(faults):
+        end = faults[i + 1].at_s if i + 1 < len(faults) else elapsed
+        if fault.kind != "learner_kill":
+            judge(fault, log, end, watch, GAMES)
+        else:
+            fault.lost = GAMES
     discarded = len(re.findall(r"^race discarded: ", text, flags=re.M))
-    collector_kills = sum(f.kind == "collector_kill" for f in faults)
-    replaced = len(re.findall(r"collector \d+ .*(died|raised|silent)", text))
-    collectors_started = len(watch.collectors)
-    game_starts = len(watch.launches)
-    for f in faults:
-        f.before_aps = rate(watch.steps, f.at_s - args.window, f.at_s)
-        f.after_aps = rate(watch.steps, f.at_s, f.at_s + args.window)
+    goals = []
+    late = [f for f in faults if TIMEOUT_S[f.kind] is not None and (f.detected_s is None or f.detected_s > TIMEOUT_S[f.kind] + 5)]
+    paused_lost = [f for f in faults if f.kind == "game_pause" and f.lost]
+    goals.append(("every fault detected within its timeout + 5 s", not late,
+                  f"{len(late)} late or undetected" + (f": {', '.join(f'{f.kind} at {f.at_s:.0f} s' for f in late)}" if late else "")))
+    over = [f for f in faults if f.lost > (GAMES if f.kind == "learner_kill" else 1)]
+    goals.append(("at most one race lost per fault (a learner kill: one per game)", not over and not paused_lost,
+                  f"{len(over)} over" + (f"; a paused game lost {sum(f.lost for f in paused_lost)}" if paused_lost else "")))
+    goals.append(("0 processes leaked", not leaked, f"{len(leaked)}{' ' + str(leaked) if leaked else ''}"))
+    goals.append(("no stored action outside a kept race (races.csv)", outside == 0,
+                  f"{outside} actions over {checked} lines checked" if outside >= 0 else "races.csv has no stored_actions"))
+    if baseline_actions:
+        goals.append(("actions stored at least 80 % of the fault-free run's", stored >= 0.8 * baseline_actions,
+                      f"{stored} / {baseline_actions} = {stored / baseline_actions:.2f}"))
     shown = " ".join(["python bench/trackmania_soak.py", *(argv if argv is not None else sys.argv[1:])])
     lines = [
         f"command: `{shown}`",
         f"machine: {os.cpu_count()} cores; load average at start {load_start:.1f}, at the end {os.getloadavg()[0]:.1f} "
         "(1 min; above the core count the machine was shared with other work)",
-        f"trackmania_soak: {elapsed / 60:.1f} min, uni preset, stand-in configuration "
-        f"({' '.join('--cp ' + o for o in args.cp) or 'no overrides'}), seed {args.seed}, a fault every {args.every:g} s",
-        f"exit status of the run after SIGINT: {exit_code} (130 = stopped by Ctrl-C, final checkpoint written: "
-        f"{'final checkpoint written' in text})",
-        f"races done (races.csv): {races}; env steps: {steps}; actions/s over the run: {steps / max(elapsed, 1e-9):.1f}",
-        f"faults injected: {len(faults)} ({', '.join(f'{k} {sum(f.kind == k for f in faults)}' for k in FAULTS)})",
-        f"restarts: games launched {game_starts} (4 at start, {max(0, game_starts - 4)} relaunches); "
-        f"collector processes {collectors_started} ({max(0, collectors_started - 4)} replacements; learner log: "
-        f"{replaced} collector failures)",
-        f"races lost: {discarded + collector_kills} ({discarded} 'race discarded' lines; {collector_kills} in flight "
-        f"with killed collectors)",
-        f"leaked processes (seen below the run, alive {5:.0f} s after it exited, same pid and start time): "
-        f"{len(leaked)}{' ' + str(leaked) if leaked else ''}",
-        f"tracebacks in the log: {text.count('Traceback')}",
+        f"trackmania_soak: {elapsed / 60:.1f} min, uni preset, stand-in configuration unthrottled "
+        f"({' '.join('--cp ' + o for o in args.cp) or 'no overrides'}), seed {args.seed}, "
+        + (f"a fault every {args.every:g} s ({', '.join(kinds)})" if kinds else "no faults (the baseline)"),
+        f"exit status of the last incarnation after SIGINT: {exit_code} (130 = stopped by Ctrl-C; final checkpoint "
+        f"written: {'final checkpoint written' in text}); incarnations {run.incarnation}",
+        f"races done (races.csv): {len(rows)}; actions stored over the run: {stored} "
+        f"({stored / max(elapsed, 1e-9):.1f} actions/s)",
+        f"faults injected: {len(faults)} ({', '.join(f'{k} {sum(f.kind == k for f in faults)}' for k in kinds) or '-'})",
+        f"games launched: {len(watch.launches)}; collector processes: {len(watch.collectors)}; "
+        f"'race discarded' lines: {discarded}; tracebacks in the log: {text.count('Traceback')}",
         "",
-        f"| t (s) | fault | pid | port | actions/s {args.window:g} s before | {args.window:g} s after |",
-        "|---:|---|---:|---:|---:|---:|",
-        *[f"| {f.at_s:.0f} | {f.kind} | {f.pid} | {f.port} | {f.before_aps:.1f} | {f.after_aps:.1f} |" for f in faults],
+        "| t (s) | fault | pid | port | detected after (s) | goal (s) | races lost | what the run did |",
+        "|---:|---|---:|---:|---:|---:|---:|---|",
+        *[f"| {f.at_s:.0f} | {f.kind} | {f.pid} | {f.port or '-'} | "
+          f"{'-' if f.detected_s is None else f'{f.detected_s:.1f}'} | "
+          f"{'-' if TIMEOUT_S[f.kind] is None else f'{TIMEOUT_S[f.kind] + 5:g}'} | {f.lost} | "
+          f"{(f.done or ('nothing: not a fault to the run' if f.kind == 'game_pause' else 'not seen')).replace('|', '/')}"
+          f"{' (' + f.note + ')' if f.note else ''} |" for f in faults],
+        "",
+        *[f"goal: {name}: {'met' if ok else 'MISSED'} ({detail})" for name, ok, detail in goals],
     ]
     printout = "\n".join(lines)
     print(printout, flush=True)
@@ -277,8 +465,8 @@ def main(argv: list[str] | None = None) -> int:
 
         shutil.rmtree(work, ignore_errors=True)
     else:
-        print(f"run folder and log kept in {work}")
-    return 0 if exit_code == 130 and not leaked else 1
+        print(f"run folder and logs kept in {work}")
+    return 0 if exit_code == 130 and all(ok for _, ok, _ in goals) else 1
 
 
 if __name__ == "__main__":

@@ -57,7 +57,8 @@ GAME_FAULTS = (
     GameFault("A game is killed (SIGKILL) mid-race",
               "its collector's next read or write on the link fails (connection reset / closed)",
               "the race in flight is discarded (`race discarded: game instance N (port P): ...; the game is gone`), "
-              "not written to races.csv nor trained on as an ending; the dead game is reaped and the same "
+              "not written to races.csv, and none of its actions is stored (the learner holds a race's chunks "
+              "until it ends: `tests/rulka/collection/test_episodes.py`); the dead game is reaped and the same "
               "collector launches a new game on the same port at the next race",
               f"{SUPERVISION}::test_supervision_faults_in_turn_in_one_run"),
     GameFault("A game hangs mid-race (SIGSTOP)",

@@ -361,6 +361,8 @@ class ProcessCollection(RemoteCollection[_Child]):
         self.ctx = tmp.get_context("spawn")
         self.policy = SharedPolicy(agent.online_network, self.ctx)
         self.status = SharedStatus(self.num_collectors, self.ctx)
+        #: Chunks read from collectors found dead outside :meth:`poll` (by :meth:`supervise`), handed over by the next poll.
+        self._pending: list[Rollout] = []
 
     @property
     def children(self) -> list[_Child | None]:
@@ -418,30 +420,40 @@ class ProcessCollection(RemoteCollection[_Child]):
         self.status.publish_counters(agent.counters, heatup)
 
     def poll(self, heatup: bool, timeout: float = 0.05) -> list[Rollout]:
-        """Rollouts that arrived within ``timeout`` seconds (all that are waiting, at least one if any)."""
+        """Rollouts that arrived within ``timeout`` seconds (all that are waiting, at least one if any), and
+        what the collectors found dead since the last poll had sent."""
+        rollouts, self._pending = self._pending, []
         live = {child.conn: child for child in self.children if child is not None}
-        rollouts: list[Rollout] = []
-        ready = multiprocessing.connection.wait(list(live), timeout) if live else []
+        ready = multiprocessing.connection.wait(list(live), 0.0 if rollouts else timeout) if live else []
         for conn in ready:
-            child = live[conn]
-            while True:
-                try:
-                    if not conn.poll():
-                        break
-                    kind, payload = conn.recv()
-                except (EOFError, OSError):
-                    break  # the child is gone; check_health replaces it
-                if kind == "rollout":
-                    child.slots.release()
-                    self._received(child, [payload])
-                    rollouts.append(payload)
-                else:
-                    child.error = str(payload)
+            rollouts += self._drain(live[conn])
         self.check_health()
+        rollouts, self._pending = rollouts + self._pending, []
+        return rollouts
+
+    def _drain(self, child: _Child) -> list[Rollout]:
+        """What ``child`` sent that waits in its pipe (all it sent, once it has exited); an error report
+        is kept as ``child.error``."""
+        rollouts: list[Rollout] = []
+        while True:
+            try:
+                if not child.conn.poll():
+                    break
+                kind, payload = child.conn.recv()
+            except (EOFError, OSError):
+                break  # the child is gone; check_health replaces it
+            if kind == "rollout":
+                child.slots.release()
+                self._received(child, [payload])
+                rollouts.append(payload)
+            else:
+                child.error = str(payload)
         return rollouts
 
     def supervise(self) -> None:
-        """A dead collector (its exit code) or a silent one (its heartbeat), found without reading the pipes."""
+        """A dead collector (its exit code) or a silent one (its heartbeat), found without reading the pipes
+        of the living ones; what a dead one sent is read first (its error report names why it died) and
+        handed over by the next :meth:`poll`."""
         self.check_health()
 
     def check_health(self) -> None:
@@ -456,6 +468,7 @@ class ProcessCollection(RemoteCollection[_Child]):
             if exitcode is None:  # hung, or on its way out after an error: make sure it is gone
                 child.process.kill()
                 child.process.join(5.0)
+            self._pending += self._drain(child)  # its last chunks and its error report, sent before it died
             if child.error:
                 reason = f"raised an error:\n{child.error.rstrip()}"
             elif exitcode is None:

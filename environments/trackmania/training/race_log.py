@@ -9,6 +9,8 @@ side-by-side animation is left to ``rulka record --best-run`` (seconds of encodi
 """
 from __future__ import annotations
 
+import contextlib
+
 import json
 import time
 import warnings
@@ -28,6 +30,11 @@ RATIO_WINDOW = 20
 RACE_INFO_KEYS = ("speed_kmh", "race_time_ms")
 
 
+#: races.csv's columns (``stored_actions`` since 2026-12-06: files written before end at ``instance``).
+RACES_CSV_HEADER = ("wall_time_s,env_steps,map,exploration,finished,race_time_s,progress_fraction,return,"
+                    "end_reason,instance,stored_actions")
+
+
 @dataclass
 class RaceResult:
     map_name: str
@@ -40,6 +47,10 @@ class RaceResult:
     wall_time_s: float
     end_reason: str = ""
     instance: int = 0
+    #: Actions of this race that went to the replay: its length, or 0 for a race not stored (a greedy
+    #: race of an entry without ``fill_buffer``). ``env_steps`` counts them: between two rows it grows
+    #: by the later row's ``stored_actions``, and by nothing else (no action of a lost race is stored).
+    stored_actions: int = 0
 
 
 @dataclass
@@ -67,6 +78,7 @@ class RaceLog:
         self.pictures: PictureSetup | None = None
         #: Seconds spent on each best run's files (json, inputs, GIF and, on the simulator, the pictures).
         self.best_run_seconds: list[float] = []
+        self._csv_has_stored_actions: bool | None = None
 
     def enable_pictures(self, params: Any, run_seed: int, backend_options: dict[str, Any] | None = None) -> None:
         """Replay best runs on the simulator to draw their map and speed pictures (``params.backend == "sim"``)."""
@@ -81,7 +93,7 @@ class RaceLog:
         race = RaceResult(spec.tag or str(info.get("track", "")), exploration, bool(info.get("finished", False)),
                           info.get("race_time_ms", 0) / 1000.0, float(info.get("progress_fraction", 0.0)),
                           episode.episode_return, env_steps, wall_time_s, str(info.get("end_reason", "")),
-                          episode.source[2])
+                          episode.source[2], episode.length if spec.store else 0)
         self.races.append(race)
         kind = "explo" if race.exploration else "eval"
         group = f"Race_{kind}/{race.map_name}"
@@ -107,14 +119,19 @@ class RaceLog:
         if self.run_dir is None:
             return
         path = self.run_dir / "races.csv"
+        if self._csv_has_stored_actions is None:  # a run resumed from before the column keeps its header
+            with contextlib.suppress(OSError):
+                with open(path, encoding="utf-8") as f:
+                    self._csv_has_stored_actions = f.readline().rstrip("\n").endswith(",stored_actions")
         new = not path.exists()
         with open(path, "a", encoding="utf-8") as f:
             if new:
-                f.write("wall_time_s,env_steps,map,exploration,finished,race_time_s,progress_fraction,return,"
-                        "end_reason,instance\n")
+                f.write(f"{RACES_CSV_HEADER}\n")
+                self._csv_has_stored_actions = True
+            stored = f",{race.stored_actions}" if self._csv_has_stored_actions else ""
             f.write(f"{race.wall_time_s:.1f},{race.env_steps},{race.map_name},{int(race.exploration)},"
                     f"{int(race.finished)},{race.race_time_s:.2f},{race.progress_fraction:.4f},{race.episode_return:.3f},"
-                    f"{race.end_reason},{race.instance}\n")
+                    f"{race.end_reason},{race.instance}{stored}\n")
 
     def save_best_run(self, race: RaceResult, episode: EpisodeRecord) -> None:
         if self.run_dir is None:

@@ -196,6 +196,33 @@ def test_a_collector_that_dies_during_a_long_training_burst_is_replaced_within_s
 
 
 @pytest.mark.reliability
+def test_a_collector_found_dead_between_updates_is_reported_with_its_error(tmp_path, monkeypatch):
+    """A collector raises and exits while the learner trains (it reads no rollouts): the check between
+    updates (``supervise``) reads what the dead collector sent before it died, so the message carries its
+    error, and its last chunks reach the next poll. Seen before the fix: "died (exit code 1)", the error
+    lost (the soak's stranger on a port was named only by the third incarnation)."""
+    monkeypatch.setenv("RULKA_TEST_FAULT", "raise")
+    monkeypatch.setenv("RULKA_TEST_FAULT_AT", "20")
+    monkeypatch.setenv("RULKA_TEST_FAULT_MARKER", str(tmp_path / "fault_claimed"))
+    graph_manager = make_graph_manager(collectors=1, collector_timeout_s=30.0)
+    collection = graph_manager.start_collection()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and collection.children[0].process.exitcode is None:
+            time.sleep(0.05)
+        assert collection.children[0].process.exitcode == 1
+        collection.supervise()
+        assert len(graph_manager.collector_events) == 1, graph_manager.collector_events
+        assert "raised an error" in graph_manager.collector_events[0]
+        assert "corridor exploded on purpose" in graph_manager.collector_events[0]
+        sent = collection.poll(heatup=True, timeout=0.0)
+        assert sent and all(rollout.source[:2] == (0, 1) for rollout in sent)  # the dead incarnation's chunks
+    finally:
+        collection.stop()
+        graph_manager.close()
+
+
+@pytest.mark.reliability
 def test_a_collector_sent_sigterm_kills_its_games_while_the_learner_is_frozen(tmp_path):
     """SIGTERM to a collector process whose learner does nothing (frozen: it never polls, so it cannot
     kill a dead collector's games): the collector closes its environments and kills the game it owns

@@ -24,6 +24,10 @@ def test_sim_run_follows_the_map_cycle_and_resumes(tmp_path):
     greedy = [i for i, r in enumerate(rows) if r["exploration"] == "0"]
     assert greedy and all(i % 5 == 4 for i in greedy)
     assert all(rows[i]["exploration"] == "0" for i in range(4, len(rows), 5) if int(rows[i - 1]["env_steps"]) >= 300)
+    # one environment, races in turn: env_steps grows between two lines by the later race's stored actions
+    steps = [0] + [int(r["env_steps"]) for r in rows]
+    assert all(steps[i + 1] - steps[i] == int(r["stored_actions"]) for i, r in enumerate(rows))
+    assert sum(int(r["stored_actions"]) > 0 for r in rows) >= len(rows) - 1
     saved = checkpoints.load_checkpoint(run / "checkpoints" / checkpoints.LAST)
     assert saved["agent"]["counters"]["env_steps"] == 1500
     assert saved["agent"]["counters"]["gradient_updates"] > 0

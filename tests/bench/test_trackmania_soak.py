@@ -1,0 +1,44 @@
+"""bench/trackmania_soak.py's judging without a run: the stored-actions check over races.csv lines, and a
+fault's detection time and races lost read from a stamped log."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import trackmania_soak as soak  # noqa: E402
+
+
+def _rows(*pairs):
+    return [{"env_steps": str(steps), "stored_actions": str(stored)} for steps, stored in pairs]
+
+
+def test_actions_stored_outside_kept_races_are_counted_and_a_resume_line_is_skipped():
+    """Between two lines env_steps must grow by the later race's stored actions: 200 actions of a lost race
+    stored in between are found; the first line after a resume (from the checkpoint's count) is not checked."""
+    clean = _rows((100, 100), (180, 80), (300, 120))
+    assert soak.stored_outside_races(clean, []) == (2, 0)
+    lost_race_stored = _rows((100, 100), (380, 80), (500, 120))
+    assert soak.stored_outside_races(lost_race_stored, []) == (2, 200)
+    resumed = _rows((100, 100), (180, 80), (150, 50), (250, 100))
+    assert soak.stored_outside_races(resumed, [2]) == (2, 0)
+
+
+def test_a_fault_is_judged_from_the_lines_after_it():
+    """A game stopped at 100 s: the hang line for its port at 131 s is its detection (31 s) and one race is
+    lost; lines of another port, and lines before the fault, do not count. A killed collector loses the race
+    it had in flight (no line says so)."""
+    log = soak.Log()
+    log.lines = [(90.0, "race discarded: game instance 1 (port 5001): timed out; the game hung: killed (pids 7)"),
+                 (120.0, "race discarded: game instance 2 (port 5002): timed out; the game hung: killed (pids 8)"),
+                 (131.0, "race discarded: game instance 1 (port 5001): timed out; the game hung: killed (pids 9), "
+                         "relaunched at the next race")]
+    fault = soak.Fault(100.0, "game_stop", 9, 5001)
+    soak.judge(fault, log, 220.0, soak.Watch(), soak.GAMES)
+    assert fault.detected_s == 31.0 and fault.lost == 1 and "pids 9" in fault.done
+    killed = soak.Fault(100.0, "collector_kill", 4, 5003)
+    log.lines.append((100.8, "rulka: collector 2 died (exit code -9); its processes (pids 10; ports 5003) were killed"))
+    soak.judge(killed, log, 220.0, soak.Watch(), soak.GAMES)
+    assert abs(killed.detected_s - 0.8) < 1e-9 and killed.lost == 1  # its race in flight, never reported
