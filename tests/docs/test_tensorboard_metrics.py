@@ -94,8 +94,8 @@ def finished_race_names() -> set[str]:
     race_log = RaceLog(None, lambda values: logger.scalars(values, 0), ms_per_action=50)
     for explore in (True, False):
         info = {"finished": True, "race_time_ms": 21_500, "progress_fraction": 1.0, "end_reason": "finished"}
-        race = SimpleNamespace(final_info=info, spec=SimpleNamespace(tag="short", explore=explore),
-                               episode_return=1.0, source=(0, 0, 0))
+        race = SimpleNamespace(final_info=info, spec=SimpleNamespace(tag="short", explore=explore, store=True),
+                               episode_return=1.0, source=(0, 0, 0), length=430)
         race_log.record(race, env_steps=100, wall_time_s=1.0)
     return logger.names
 
