@@ -69,13 +69,7 @@ class HeldEpisodes:
 
     def forget_source(self, collector_id: int, incarnation: int) -> int:
         """Drop the held chunks of a collector that died; how many episodes were dropped."""
-        dead = [key for key in self.open if key[0][:2] == (collector_id, incarnation)]
-        for key in dead:
-            del self.open[key]
-        return len(dead)
-
-    def actions_held(self) -> int:
-        return sum(chunk.length for chunks in self.open.values() for chunk in chunks)
+        return drop_source(self.open, collector_id, incarnation)
 
 
 @dataclass
@@ -150,7 +144,12 @@ class EpisodeGatherer:
 
     def forget_source(self, collector_id: int, incarnation: int) -> int:
         """Drop the open episodes of a collector that died; how many were dropped."""
-        dead = [key for key in self.open if key[0][:2] == (collector_id, incarnation)]
-        for key in dead:
-            del self.open[key]
-        return len(dead)
+        return drop_source(self.open, collector_id, incarnation)
+
+
+def drop_source(open_episodes: dict[tuple, Any], collector_id: int, incarnation: int) -> int:
+    """Remove from ``open_episodes`` (keyed by :attr:`Rollout.stream`) those of one collector incarnation."""
+    dead = [key for key in open_episodes if key[0][:2] == (collector_id, incarnation)]
+    for key in dead:
+        del open_episodes[key]
+    return len(dead)

@@ -361,7 +361,8 @@ class ProcessCollection(RemoteCollection[_Child]):
         self.ctx = tmp.get_context("spawn")
         self.policy = SharedPolicy(agent.online_network, self.ctx)
         self.status = SharedStatus(self.num_collectors, self.ctx)
-        #: Chunks read from collectors found dead outside :meth:`poll` (by :meth:`supervise`), handed over by the next poll.
+        #: Chunks read from collectors found dead (``check_health``, from :meth:`poll` or :meth:`supervise`),
+        #: handed over by the poll under way or the next one.
         self._pending: list[Rollout] = []
 
     @property

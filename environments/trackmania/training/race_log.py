@@ -10,7 +10,6 @@ side-by-side animation is left to ``rulka record --best-run`` (seconds of encodi
 from __future__ import annotations
 
 import contextlib
-
 import json
 import time
 import warnings

@@ -123,10 +123,10 @@ def test_held_chunks_are_stored_in_order_at_the_end_and_dropped_with_their_colle
 
     held = HeldEpisodes()
     first, second = chunk((0, 1, 0), 5), chunk((0, 1, 0), 5)
-    assert same(held.add(first), []) and same(held.add(second), []) and held.actions_held() == 8
+    assert same(held.add(first), []) and same(held.add(second), []) and len(held.open) == 1
     last = chunk((0, 1, 0), 5, ended=True)
-    assert same(held.add(last), [first, second, last]) and held.actions_held() == 0
+    assert same(held.add(last), [first, second, last]) and not held.open
     assert same(held.add(chunk((0, 1, 1), 6)), []) and same(held.add(chunk((0, 1, 1), 6, True, discarded=True)), [])
-    assert same(held.add(chunk((1, 2, 2), 7)), []) and held.forget_source(1, 2) == 1 and held.actions_held() == 0
+    assert same(held.add(chunk((1, 2, 2), 7)), []) and held.forget_source(1, 2) == 1 and not held.open
     evaluation = chunk((0, 1, 0), 8, store=False)
     assert same(held.add(evaluation), [evaluation])
