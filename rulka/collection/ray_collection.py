@@ -320,6 +320,8 @@ class RayCollection(RemoteCollection[_Actor]):
         self._refreshed_at = 0.0
         self.node_id = self.ray.get_runtime_context().get_node_id()
         self._kill_task = self.ray.remote(num_cpus=0, max_retries=0)(kill_owned_on_node)
+        #: Chunks read by :meth:`supervise`, handed over by the next :meth:`poll`.
+        self._pending: list[Rollout] = []
 
     @property
     def actors(self) -> list[_Actor | None]:
@@ -429,7 +431,23 @@ class RayCollection(RemoteCollection[_Actor]):
                     self._board_seq, counters, self.heatup, self.weights)
 
     def poll(self, heatup: bool, timeout: float = 0.05) -> list[Rollout]:
-        """Rollouts of the calls that finished within ``timeout`` seconds (all that are done, at least one if any)."""
+        """Rollouts of the calls that finished within ``timeout`` seconds (all that are done, at least one if
+        any), after those :meth:`supervise` read."""
+        rollouts, self._pending = self._pending, []
+        rollouts += self._read_finished(0.0 if rollouts else timeout)
+        self.check_health()
+        return rollouts
+
+    def supervise(self) -> None:
+        """Between two updates of a training burst: the calls that have finished are read now (their chunks
+        wait for the next :meth:`poll`), so an actor that died (its calls fail) or went silent is replaced
+        and its games are killed at once, not after the burst; the actors' next calls are queued."""
+        self._pending += self._read_finished(0.0)
+        self.check_health()
+
+    def _read_finished(self, timeout: float) -> list[Rollout]:
+        """The chunks of every call that has finished, waiting up to ``timeout`` seconds for one; a failed
+        call replaces its actor."""
         owner = {call.ref: (actor, call) for actor in self.actors if actor is not None for call in actor.calls}
         rollouts: list[Rollout] = []
         if owner:
@@ -443,7 +461,6 @@ class RayCollection(RemoteCollection[_Actor]):
                 if self.actors[actor.collector_id] is not actor:
                     continue  # replaced while handling an earlier call of this poll
                 rollouts += self._receive(actor, call)
-        self.check_health()
         return rollouts
 
     def _receive(self, actor: _Actor, call: _Call) -> list[Rollout]:

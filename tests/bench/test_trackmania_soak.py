@@ -42,3 +42,19 @@ def test_a_fault_is_judged_from_the_lines_after_it():
     log.lines.append((100.8, "rulka: collector 2 died (exit code -9); its processes (pids 10; ports 5003) were killed"))
     soak.judge(killed, log, 220.0, soak.Watch(), soak.GAMES)
     assert abs(killed.detected_s - 0.8) < 1e-9 and killed.lost == 1  # its race in flight, never reported
+
+
+def test_a_node_loss_loses_its_games_races_and_ray_prefixed_lines_count():
+    """A lost Ray node is detected by the first "collector N died" line after it; its races lost are one per
+    game it ran (in flight, never reported) plus any discarded later on those games' ports, read through the
+    prefix Ray puts before an actor's lines. Another port's discard is not counted; more than one race per
+    game on the node misses the goal's bound."""
+    log = soak.Log()
+    log.lines = [(212.5, "rulka: collector 3 died (The actor died unexpectedly before finishing this task.); "
+                         "its unfinished episodes are dropped, a new collector 3 starts"),
+                 (240.0, "(RayCollectorActor pid=77, ip=127.0.0.1) race discarded: game instance 3 (port 5003): "
+                         "timed out"),
+                 (241.0, "(RayCollectorActor pid=78) race discarded: game instance 1 (port 5001): timed out")]
+    fault = soak.Fault(200.0, "node_loss", 55, None, node_ports=[5002, 5003])
+    soak.judge(fault, log, 300.0, soak.Watch(), soak.GAMES)
+    assert fault.detected_s == 12.5 and fault.lost == 3 and "collector 3 died" in fault.done

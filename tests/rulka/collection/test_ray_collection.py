@@ -118,6 +118,49 @@ def test_an_actors_games_are_killed_when_it_is_replaced_and_when_the_run_stops(r
     assert len(started) == 3 and all(process_start_time(pid) is None for pid in started)
 
 
+@pytest.mark.reliability
+def test_an_actor_that_dies_during_a_long_training_burst_is_replaced_within_seconds(ray, tmp_path):
+    """As the process collectors' test of the same name: the actor is SIGKILLed at the start of a burst of
+    at least 6 s of updates (slowed to 0.25 s); the learner's check between updates (``supervise``) reads its
+    failed call, kills its game and starts a new actor within 3 s, before the burst ends. Without
+    ``RayCollection.supervise`` the death is noticed only at the next poll, after the burst (checked)."""
+    games = tmp_path / "games.txt"
+    graph_manager = _graph_manager(collectors=1, collector_timeout_s=60.0,
+                                   env_factory=functools.partial(game_owner_factory, str(games)))
+    agent = graph_manager.agent
+    learn = agent.learn_from_batch
+    seen: dict = {}
+
+    def slow_learn(batch):
+        actor = graph_manager.collection.actors[0]
+        if "kill" not in seen and agent.updates_allowed() >= 24 and actor is not None and actor.owned:
+            seen["game"] = actor.owned[0][0]
+            os.kill(actor.pid, signal.SIGKILL)
+            seen["kill"] = time.monotonic()
+        if "kill" in seen and "noticed" not in seen and graph_manager.collector_events:
+            seen["noticed"] = time.monotonic()
+            seen["allowed_then"] = agent.updates_allowed()
+        if "kill" not in seen or ("noticed" not in seen and time.monotonic() - seen["kill"] < 10):
+            time.sleep(0.25)
+        return learn(batch)
+
+    agent.learn_from_batch = slow_learn
+    try:
+        graph_manager.improve(3_000, show_progress=False)
+    finally:
+        started = [int(pid) for pid in games.read_text().split()] if games.exists() else []
+        alive = [pid for pid in started if process_start_time(pid) is not None]
+        for pid in alive:
+            os.kill(pid, signal.SIGKILL)
+    assert "kill" in seen, "no burst of 24 updates came: the test's run changed"
+    assert "noticed" in seen, "the dead actor was not noticed within 10 s of a burst"
+    assert seen["noticed"] - seen["kill"] <= 3.0, seen
+    assert seen["allowed_then"] > 0, "noticed only once the burst had ended"
+    event = graph_manager.collector_events[0]
+    assert event.startswith("collector 0 died") and f"pids {seen['game']}; ports 45678) were killed" in event, event
+    assert graph_manager.collection.stats.restarts == 1 and not alive
+
+
 def test_an_unknown_backend_or_missing_ray_is_a_clear_error(monkeypatch):
     """A misspelt backend, and the ray backend without Ray installed, are refused with the fix."""
     config = small_config(collectors=1, collector_backend="rya")
