@@ -255,6 +255,7 @@ class RayCluster:
         # tests/rulka/collection/test_multinode.py); the variable reaches the nodes and the learner
         os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
         ray_constants.ENABLE_RAY_CLUSTER = False
+        os.environ["RAY_worker_niceness"] = "0"  # as docs/ray.md starts a game PC: actors not starved by the learner
         self.cluster = Cluster(initialize_head=True, head_node_args=dict(RAY_NODE_ARGS, include_dashboard=False))
         self.worker = self.cluster.add_node(**RAY_NODE_ARGS)
         self.cluster.wait_for_nodes()
