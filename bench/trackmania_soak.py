@@ -214,6 +214,19 @@ def alive(watch: Watch, pids: list[int] | None = None) -> dict[int, str]:
     return out
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else the platform's word for it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "unknown CPU"
+
+
 def read_races(path: Path) -> list[dict[str, str]]:
     if not path.is_file():
         return []
@@ -433,6 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     duration = args.minutes * 60.0
     next_fault = args.first if args.first is not None else args.every
     load_start = os.getloadavg()[0]
+    wall_start = time.time()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     start = time.monotonic()
     run.start(log, 0.0)
     exit_code = None
@@ -553,7 +568,8 @@ def main(argv: list[str] | None = None) -> int:
     shown = " ".join(["python bench/trackmania_soak.py", *(argv if argv is not None else sys.argv[1:])])
     lines = [
         f"command: `{shown}`",
-        f"machine: {os.cpu_count()} cores; load average at start {load_start:.1f}, at the end {os.getloadavg()[0]:.1f} "
+        f"date: {time.strftime('%Y-%m-%d %H:%M', time.gmtime(wall_start))} UTC; commit: {commit or 'unknown'}",
+        f"machine: {os.cpu_count()} cores ({cpu_model()}); load average at start {load_start:.1f}, at the end {os.getloadavg()[0]:.1f} "
         "(1 min; above the core count the machine was shared with other work)",
         f"trackmania_soak: {elapsed / 60:.1f} min, uni preset, stand-in configuration unthrottled, "
         + ("collector processes" if cluster is None else "Ray collector actors (half a CPU each) on a 2-node cluster "

@@ -276,18 +276,20 @@ def _game_faults(rows: list[Row]) -> list[str]:
 
 
 def _soak() -> list[str]:
-    """The soaks' printouts, if any were kept (this script does not run them: a soak takes 20 minutes)."""
+    """The soaks' printouts, if any were kept (this script does not run them: a soak takes an hour)."""
     paths = sorted(ROOT.glob(SOAK_PRINTOUTS))
     if not paths:
         return []
     lines = ["## Soak: faults on a schedule", "",
              "Not run by this script: the printouts of `bench/trackmania_soak.py` kept in "
-             f"`{SOAK_PRINTOUTS}` (each starts with its command and the machine's load). *Races lost* counts "
-             "every `race discarded` line, whatever its cause (a game whose plugin dropped its collector after "
-             "`environment.timeout_during_run_ms` because the collector waited for the learner counts too), plus "
-             "one race per killed collector (even one that was between races). A fault that hits a game while its "
-             "collector waits for the learner is only seen when the collector comes back (a 60 s SIGSTOP may "
-             "then pass unnoticed). *Actions/s* are the learner's env steps, sampled at race ends.", ""]
+             f"`{SOAK_PRINTOUTS}` (each starts with its command, date, commit and machine). A fault's *detected "
+             "after* is the time from injection to the first line of the run's log that shows it handled (a race "
+             "discarded or a game relaunched on its port, the collector's death, every process of a killed learner "
+             "gone, the stranger named); *races lost* counts `race discarded` lines on the fault's port until the "
+             "next fault, plus the race in flight of a killed collector, one race per game for a killed learner "
+             "and for the games of a lost Ray node. *No stored action outside a kept race* is checked from "
+             "`races.csv`: between two lines of one incarnation `env_steps` grows by exactly the later race's "
+             "`stored_actions`.", ""]
     for path in paths:
         text = path.read_text(encoding="utf-8").rstrip().splitlines()
         lines += [f"### `{path.relative_to(ROOT)}`", ""]
