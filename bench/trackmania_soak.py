@@ -215,12 +215,14 @@ def alive(watch: Watch, pids: list[int] | None = None) -> dict[int, str]:
 
 
 def cpu_model() -> str:
-    """The CPU's model name (Linux: /proc/cpuinfo), else the platform's word for it."""
+    """The CPU's model name and its bf16 units (Linux: /proc/cpuinfo), else the platform's word for it."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        model = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+        flags = set(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
+        units = [f for f in ("avx512_bf16", "amx_bf16") if f in flags]
+        return f"{model}, {' '.join(units) if units else 'no bf16 units'}"
+    except (OSError, StopIteration):
         pass
     import platform
 
