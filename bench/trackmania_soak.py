@@ -20,6 +20,8 @@ collector processes, 4 stand-in games launched by ``launch.sh`` as a user's Wine
 * ``learner_kill``: SIGKILL the learner (as the OOM killer would). Detected by its collectors (their
   parent gone) and its games' guards: every process of the run must be gone; then the soak resumes the
   run (``rulka --resume``), which loses the races in flight and what was learnt since the last checkpoint.
+  Injected once the run has written a checkpoint (before it ``--resume`` has nothing to resume: rulka
+  refuses, saying so), else at the next fault's time.
 * ``stranger_port``: SIGKILL a game while a stranger's program waits to listen on its port. Detected
   when the relaunch refuses the port, naming the stranger's pid; the stranger is not killed by rulka.
   The soak then stops the stranger, as the message tells a user to, and a game races on the port again.
@@ -197,9 +199,15 @@ def observe(root_pid: int, watch: Watch, ports: range) -> None:
             if env.get("TMI_BASE_PORT") == str(ports.start):
                 watch.processes[p.pid] = (p.start_ticks, "game_guard")
     for _, collector in games.values():
-        if collector not in below and collector in by_pid:  # a Ray actor
-            watch.processes.setdefault(collector, (by_pid[collector].start_ticks, by_pid[collector].name))
+        parent = by_pid.get(collector)
+        if collector not in below and parent is not None and is_ray_actor(parent.pid, parent.name):
+            watch.processes.setdefault(collector, (parent.start_ticks, parent.name))
             watch.collectors.add(collector)
+
+
+def is_ray_actor(pid: int, name: str) -> bool:
+    """A Ray worker process (its title starts with ``ray::``), not init that adopted an orphaned game."""
+    return name.startswith("ray::") or (process_cmdline(pid) or "").startswith("ray::")
 
 
 def alive(watch: Watch, pids: list[int] | None = None) -> dict[int, str]:
@@ -332,6 +340,8 @@ def inject(kind: str, run: Run, now: float, ports: range, strangers: dict[int, s
     processes = list_processes()
     games = games_of(ports, processes)
     if kind == "learner_kill":
+        if not (run.run_dir / "checkpoints" / "last.pt").is_file():
+            return None  # nothing to --resume from yet (rulka would refuse, saying so): at the next fault's time
         os.kill(run.pid, signal.SIGKILL)
         return Fault(now, kind, run.pid, None, note=f"{len(games)} games up")
     if not games:

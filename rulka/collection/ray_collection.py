@@ -36,7 +36,8 @@ with their start times, ports) with every call's result, and on request (``owned
 group, so it answers while a ``collect`` is stuck launching a game). Before an actor is replaced, and
 when the collection stops, the learner asks a live actor for a fresh report, ends the actor and kills
 the processes last reported, each only under its reported start time: on the learner's own node
-directly, on another node through a Ray task pinned to that node (``kill_owned_on_node``). ``stop``
+directly, on another node through a Ray task pinned to that node (:func:`~rulka.collection.owned.kill_and_wait`,
+whose module imports no torch: the task's new worker process starts in about a second). ``stop``
 first lets each actor close its environments (``close``), which ends their games politely. A lost
 node runs no such task: there the environments' own guards must end the games (TrackMania's launcher
 gives each game a guard process that kills it when the process that launched it, the actor, is gone).
@@ -256,12 +257,6 @@ def _actor_class(ray: Any) -> Any:
     return ray.remote(concurrency_groups={REFRESH_GROUP: 1})(RayCollectorActor)
 
 
-def kill_owned_on_node(processes: list[tuple[int, int]], wait_s: float = OWNED_WAIT_S) -> list[int]:
-    """Kill each (pid, start time) still running under that start time, on the node this runs on; wait up
-    to ``wait_s`` for them to be gone. The pids killed. (Run as a Ray task pinned to a collector's node.)"""
-    return kill_and_wait(processes, wait_s)
-
-
 @dataclass
 class _Call:
     ref: Any
@@ -319,7 +314,9 @@ class RayCollection(RemoteCollection[_Actor]):
         self._board_seq = 0  # numbers each state of (counters, heatup, weights) sent to the actors
         self._refreshed_at = 0.0
         self.node_id = self.ray.get_runtime_context().get_node_id()
-        self._kill_task = self.ray.remote(num_cpus=0, max_retries=0)(kill_owned_on_node)
+        # a task runs in a new worker process of that node, which imports the function's module: owned.py
+        # imports no torch (this module does, seconds more on a busy machine before the games die)
+        self._kill_task = self.ray.remote(num_cpus=0, max_retries=0)(kill_and_wait)
         #: Chunks read by :meth:`supervise`, handed over by the next :meth:`poll`.
         self._pending: list[Rollout] = []
 
@@ -381,12 +378,12 @@ class RayCollection(RemoteCollection[_Actor]):
         if not processes:
             return ""
         if not actor.owned_node or actor.owned_node == self.node_id:
-            killed = kill_owned_on_node(processes)
+            killed = kill_and_wait(processes, OWNED_WAIT_S)
         else:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             task = self._kill_task.options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(actor.owned_node, soft=False)).remote(processes)
+                scheduling_strategy=NodeAffinitySchedulingStrategy(actor.owned_node, soft=False)).remote(processes, OWNED_WAIT_S)
             try:
                 killed = self.ray.get(task, timeout=OWNED_WAIT_S + 10.0)
             except Exception as error:  # noqa: BLE001 - the node is gone or busy: the games' guards kill them
