@@ -31,9 +31,8 @@ class Collection(Protocol):
 
     def supervise(self) -> None:
         """Between two gradient updates of a long training burst (at most once a second): notice a failed
-        collector now, so that its replacement and the kill of its games need not wait for the burst to
-        end. Chunks it reads on the way are handed over by the next :meth:`poll`, never stored here.
-        Optional: the default waits for the next :meth:`poll`."""
+        collector now, reading no rollouts, so that its replacement and the kill of its games need not
+        wait for the burst to end. Optional: the default waits for the next :meth:`poll`."""
 
     @abstractmethod
     def publish(self, agent: Agent) -> None:

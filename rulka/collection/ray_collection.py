@@ -317,8 +317,8 @@ class RayCollection(RemoteCollection[_Actor]):
         # a task runs in a new worker process of that node, which imports the function's module: owned.py
         # imports no torch (this module does, seconds more on a busy machine before the games die)
         self._kill_task = self.ray.remote(num_cpus=0, max_retries=0)(kill_and_wait)
-        #: Chunks read by :meth:`supervise`, handed over by the next :meth:`poll`.
-        self._pending: list[Rollout] = []
+        #: Per collector, the actor asked for its games by :meth:`supervise` and the question's reference.
+        self._probes: dict[int, tuple[_Actor, Any]] = {}
 
     @property
     def actors(self) -> list[_Actor | None]:
@@ -427,24 +427,33 @@ class RayCollection(RemoteCollection[_Actor]):
                 actor.handle.refresh.options(concurrency_group=REFRESH_GROUP).remote(
                     self._board_seq, counters, self.heatup, self.weights)
 
-    def poll(self, heatup: bool, timeout: float = 0.05) -> list[Rollout]:
-        """Rollouts of the calls that finished within ``timeout`` seconds (all that are done, at least one if
-        any), after those :meth:`supervise` read."""
-        rollouts, self._pending = self._pending, []
-        rollouts += self._read_finished(0.0 if rollouts else timeout)
-        self.check_health()
-        return rollouts
-
     def supervise(self) -> None:
-        """Between two updates of a training burst: the calls that have finished are read now (their chunks
-        wait for the next :meth:`poll`), so an actor that died (its calls fail) or went silent is replaced
-        and its games are killed at once, not after the burst; the actors' next calls are queued."""
-        self._pending += self._read_finished(0.0)
+        """Between two updates of a training burst: each actor is asked for its games (``owned``, in the
+        refresh group, which answers beside a ``collect``) and its previous answer is read; an actor whose
+        answer failed has died: it is replaced and its games are killed now, not after the burst. No
+        ``collect`` result is read here, so the actors still stop between races while the learner trains."""
+        for actor in self.actors:
+            if actor is None:
+                continue
+            probe = self._probes.get(actor.collector_id)
+            if probe is not None and probe[0] is actor:
+                if not self.ray.wait([probe[1]], num_returns=1, timeout=0)[0]:
+                    continue  # the previous question is still under way
+                try:
+                    actor.owned_node, owned, ports = self.ray.get(probe[1])
+                    actor.owned, actor.ports = [tuple(p) for p in owned], list(ports)
+                except self.ray.exceptions.RayActorError as error:
+                    del self._probes[actor.collector_id]
+                    self._replace(actor, f"died ({_first_line(error)})")
+                    continue
+                except self.ray.exceptions.RayError:
+                    pass  # its next collect call says what is wrong
+            question = actor.handle.owned.options(concurrency_group=REFRESH_GROUP).remote()
+            self._probes[actor.collector_id] = (actor, question)
         self.check_health()
 
-    def _read_finished(self, timeout: float) -> list[Rollout]:
-        """The chunks of every call that has finished, waiting up to ``timeout`` seconds for one; a failed
-        call replaces its actor."""
+    def poll(self, heatup: bool, timeout: float = 0.05) -> list[Rollout]:
+        """Rollouts of the calls that finished within ``timeout`` seconds (all that are done, at least one if any)."""
         owner = {call.ref: (actor, call) for actor in self.actors if actor is not None for call in actor.calls}
         rollouts: list[Rollout] = []
         if owner:
@@ -458,6 +467,7 @@ class RayCollection(RemoteCollection[_Actor]):
                 if self.actors[actor.collector_id] is not actor:
                     continue  # replaced while handling an earlier call of this poll
                 rollouts += self._receive(actor, call)
+        self.check_health()
         return rollouts
 
     def _receive(self, actor: _Actor, call: _Call) -> list[Rollout]:

@@ -121,9 +121,11 @@ def test_an_actors_games_are_killed_when_it_is_replaced_and_when_the_run_stops(r
 @pytest.mark.reliability
 def test_an_actor_that_dies_during_a_long_training_burst_is_replaced_within_seconds(ray, tmp_path):
     """As the process collectors' test of the same name: the actor is SIGKILLed at the start of a burst of
-    at least 6 s of updates (slowed to 0.25 s); the learner's check between updates (``supervise``) reads its
-    failed call, kills its game and starts a new actor within 3 s, before the burst ends. Without
-    ``RayCollection.supervise`` the death is noticed only at the next poll, after the burst (checked)."""
+    at least 6 s of updates (slowed to 0.25 s); the learner's check between updates (``supervise``: each actor
+    asked for its games, beside its collect call) finds the question failed, kills its game and starts a new
+    actor within 3 s, before the burst ends. Without ``RayCollection.supervise`` the death is noticed only at
+    the next poll, after the burst. No collect call is made during the burst (the actors still stop between
+    races while the learner trains)."""
     games = tmp_path / "games.txt"
     graph_manager = _graph_manager(collectors=1, collector_timeout_s=60.0,
                                    env_factory=functools.partial(game_owner_factory, str(games)))
@@ -145,9 +147,27 @@ def test_an_actor_that_dies_during_a_long_training_burst_is_replaced_within_seco
         return learn(batch)
 
     agent.learn_from_batch = slow_learn
+    submit, train_and_log = RayCollection._submit, graph_manager.train_and_log
+    training, submitted_in_burst = [], []
+
+    def counting_submit(self, actor):
+        if training and actor.incarnation == 1:
+            submitted_in_burst.append(actor.collector_id)
+        return submit(self, actor)
+
+    def flagged_train_and_log():
+        training.append(True)
+        try:
+            return train_and_log()
+        finally:
+            training.clear()
+
+    RayCollection._submit = counting_submit
+    graph_manager.train_and_log = flagged_train_and_log
     try:
         graph_manager.improve(3_000, show_progress=False)
     finally:
+        RayCollection._submit = submit
         started = [int(pid) for pid in games.read_text().split()] if games.exists() else []
         alive = [pid for pid in started if process_start_time(pid) is not None]
         for pid in alive:
@@ -159,6 +179,7 @@ def test_an_actor_that_dies_during_a_long_training_burst_is_replaced_within_seco
     event = graph_manager.collector_events[0]
     assert event.startswith("collector 0 died") and f"pids {seen['game']}; ports 45678) were killed" in event, event
     assert graph_manager.collection.stats.restarts == 1 and not alive
+    assert submitted_in_burst == [], "a live actor was asked to collect between updates"
 
 
 def test_an_unknown_backend_or_missing_ray_is_a_clear_error(monkeypatch):
