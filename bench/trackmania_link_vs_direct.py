@@ -188,7 +188,7 @@ def step_latencies(backend: str, actions: int) -> list[float]:
     from environments.trackmania.env import TrackManiaEnv
     from environments.trackmania.parameters import TrackManiaEnvironmentParameters
     from environments.trackmania.track import track_from_map
-    from environments.trackmania.tmi.settings import load_settings
+    from environments.trackmania.tmi.games.settings import load_settings
     from environments.trackmania.tmi.standin.tracks import LINES_DIR
     from environments.trackmania.tracks import get_track
 

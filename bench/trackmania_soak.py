@@ -68,9 +68,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from environments.trackmania.tmi.game_guard import GRACE_S as GUARD_GRACE_S  # noqa: E402
-from environments.trackmania.tmi.launcher import LAUNCH_MARKER  # noqa: E402
-from environments.trackmania.tmi.processes import (descendants, list_processes, process_cmdline,  # noqa: E402
+from environments.trackmania.tmi.games.game_guard import GRACE_S as GUARD_GRACE_S  # noqa: E402
+from environments.trackmania.tmi.games.launcher import LAUNCH_MARKER  # noqa: E402
+from environments.trackmania.tmi.games.processes import (descendants, list_processes, process_cmdline,  # noqa: E402
                                                    process_environ, process_info)
 from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT, StandinBuildError, host_binary  # noqa: E402
 from environments.trackmania.tmi.standin.ports import free_port_block  # noqa: E402

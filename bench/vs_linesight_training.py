@@ -215,7 +215,7 @@ def prepare_linesight(checkout: Path, work: Path, track: str, games: int, base_p
 # ----------------------------------------------------------------------------- processes
 def marked_processes(token: str) -> dict[int, str]:
     """Live processes (pid -> name and the start of the command line) whose environment carries ``MARKER=token``."""
-    from environments.trackmania.tmi.processes import list_processes, process_cmdline, process_environ
+    from environments.trackmania.tmi.games.processes import list_processes, process_cmdline, process_environ
 
     return {p.pid: f"{p.name}: {process_cmdline(p.pid)[:70]}" for p in list_processes()
             if p.pid != os.getpid() and (process_environ(p.pid) or {}).get(MARKER) == token}

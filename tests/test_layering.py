@@ -34,6 +34,44 @@ def test_trackmania_contract_imports_neither_training_nor_tools():
     assert contract and {k: v for k, v in offenders.items() if v} == {}
 
 
+def _resolved_imports(path: Path) -> set[str]:
+    """The modules ``path`` imports, relative imports resolved against its package."""
+    package = list(path.relative_to(ROOT).with_suffix("").parts)
+    package = package[:-1]  # a module's package; an __init__'s own package is its folder, also parts[:-1]
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - (node.level - 1)] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+#: environments/trackmania/tmi/'s rooms and the rooms each may import (besides itself).
+TMI_ROOMS = {"link": set(), "maps": set(), "games": {"link", "maps"}, "standin": {"link"}}
+
+
+@pytest.mark.parametrize("room", sorted(TMI_ROOMS))
+def test_tmi_rooms_point_down(room):
+    """The real game's rooms: link/ (TMInterface's wire, client and state) and maps/ (the game's files) import
+    no other room; games/ (launching and supervising games, one game's race cycle) builds on those two; the
+    stand-in game on link/ alone; only commands/ and backend.py put everything together."""
+    tmi = ROOT / "environments" / "trackmania" / "tmi"
+    rooms = {p.name for p in tmi.iterdir() if (p / "__init__.py").exists()} | {"backend"}
+    assert set(TMI_ROOMS) | {"commands", "backend"} <= rooms, rooms
+    offenders = {}
+    for path in (tmi / room).rglob("*.py"):
+        used = {name.split(".")[3] for name in _resolved_imports(path)
+                if name.startswith("environments.trackmania.tmi.") and len(name.split(".")) > 3}
+        wrong = sorted(used - TMI_ROOMS[room] - {room})
+        if wrong:
+            offenders[str(path.relative_to(ROOT))] = wrong
+    assert offenders == {}
+
+
 @pytest.mark.parametrize("package", ["rulka", "agents", "memories", "filters", "exploration_policies"])
 def test_package_does_not_import_an_environment(package):
     """Neither the core nor the agents (nor what they build on) imports anything from environments/

@@ -25,7 +25,7 @@ MIN_REFERENCE_LINE_LENGTH_M = 20.0
 #: Consecutive points closer than this are the same point repeated, m.
 REPEATED_POINT_TOLERANCE_M = 1e-6
 _LINE_HOWTO = ("a reference line is an (N, 3) array of x, y (up), z positions in metres from the start to the "
-               "finish, about 0.5 m apart (environments/trackmania/tmi/replay_to_line.py makes one from a replay)")
+               "finish, about 0.5 m apart (environments/trackmania/tmi/maps/replay_to_line.py makes one from a replay)")
 
 
 class TrackFileError(ConfigError):

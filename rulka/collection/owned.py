@@ -12,7 +12,7 @@ learner replaces or kills a collector (watchdog, stop timeout, crash), it kills 
 itself (the collector never got to close its environments), but only a pid whose start time is still
 the one reported: a pid reused by another program is never killed. Where the learner cannot reach the
 collector's machine (a lost Ray node), an environment must end its processes itself when its collector
-is gone (TrackMania's games have a guard process for this: ``environments/trackmania/tmi/game_guard.py``).
+is gone (TrackMania's games have a guard process for this: ``environments/trackmania/tmi/games/game_guard.py``).
 
 Start times come from psutil (the ``tmi`` extra) on every platform; without it, from ``/proc`` on
 Linux, and nowhere else: there a process cannot be told from a later one under the same pid, so it is

@@ -1,10 +1,9 @@
 """The real game: TrackMania Nations Forever through TMInterface 2 and rulka's own plugin.
 
-Modules: :mod:`.protocol` (ids, framing), :mod:`.client` (the wire client), :mod:`.state` (state
-blob decoding), :mod:`.materials`, :mod:`.game_instance_manager` (the rollout cycle),
-:mod:`.backend` (``TMIBackend``), :mod:`.launcher` (with :mod:`.launch_lock` and :mod:`.processes`),
-:mod:`.map_checkpoints` (a map's real checkpoints), :mod:`.settings`, and tools: :mod:`.check`,
-:mod:`.install`, :mod:`.inputs_export`, :mod:`.replay_to_line`, :mod:`.cli`.
+Rooms: :mod:`.link` (TMInterface's protocol, the client, the state blob), :mod:`.games` (settings, the
+launcher, processes, the game guard, one game's race cycle), :mod:`.maps` (a map's checkpoints, replays,
+input scripts), :mod:`.commands` (``rulka tmi``), and :mod:`.backend` (``TMIBackend``, which puts them
+together); ``standin/`` and ``test_host/``: the stand-in game; ``plugin/``: our TMInterface plugin.
 Nothing here imports the optional ``tminterface`` or ``pygbx`` packages at import time.
 
 Importing this package registers the ``tmi`` backend: ``TrackManiaEnv(backend="tmi")``.
@@ -13,7 +12,7 @@ from typing import Any
 
 from ..backend import TrackManiaBackend
 from environments.trackmania.backend_registry import register_backend
-from .protocol import MessageType, TMInterfaceError
+from .link.protocol import MessageType, TMInterfaceError
 
 
 def _make_tmi(params: Any, **options: Any) -> TrackManiaBackend:

@@ -33,17 +33,17 @@ import numpy as np
 from rulka.phased_steps import Phases
 
 from ..backend import CarState, InputState, TrackManiaBackend
-from .game_instance_manager import (
+from .games.game_instance_manager import (
     DEFAULT_START_TIMEOUT_S,
     GameInstanceManager,
     ManagerConfig,
     RolloutDiscarded,
     StepResult,
 )
-from .launcher import Launcher
-from .protocol import TMInterfaceError
-from .settings import TMISettings, load_settings
-from .state import decode_state
+from .games.launcher import Launcher
+from .link.protocol import TMInterfaceError
+from .games.settings import TMISettings, load_settings
+from .link.state import decode_state
 
 _TRACK_PATH_ATTRIBUTES = ("tmi_map_path", "map_path", "gbx_path")
 
@@ -156,7 +156,7 @@ class TMIBackend(TrackManiaBackend):
 
     def map_checkpoint_positions(self, track: object) -> np.ndarray | None:
         """The real checkpoints (K, 3) of ``track``'s map, read from its ``.Challenge.Gbx``
-        (:mod:`.map_checkpoints`; needs ``pygbx`` and, for a relative map path,
+        (:mod:`.maps.map_checkpoints`; needs ``pygbx`` and, for a relative map path,
         ``TMI_USER_DATA_PATH``), once per map. ``TrackManiaEnv`` pairs them with the reference line
         when ``sync_virtual_and_real_checkpoints`` is on.
 
@@ -169,7 +169,7 @@ class TMIBackend(TrackManiaBackend):
             map_path = map_path_of(track)
         except TypeError:
             return None
-        from .map_checkpoints import is_map_file, read_map_checkpoint_positions
+        from .maps.map_checkpoints import is_map_file, read_map_checkpoint_positions
 
         if not is_map_file(map_path):
             return None
@@ -205,7 +205,7 @@ class TMIBackend(TrackManiaBackend):
         """The game's own record of the inputs of the last race, in TMInterface script format.
 
         Read it after the finish (before the next ``start_race``) to save a run that replays as the
-        game played it; :mod:`.inputs_export` rebuilds one from the actions instead.
+        game played it; :mod:`.maps.inputs_export` rebuilds one from the actions instead.
         """
         if self.manager.client is None:
             raise RuntimeError("no game connected: race_inputs_text() needs a race started with start_race()")

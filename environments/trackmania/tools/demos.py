@@ -74,7 +74,7 @@ def driver_race_as_inputs(params: TrackManiaEnvironmentParameters, track: str, o
     configuration is raced with backend ``sim``) and no start jitter, from reset seed 0, written to
     ``out`` as a TMInterface inputs script (what a user replays through the game); returns the race.
     ``margins``: the driver's tuned margins (None: the shipped ones)."""
-    from environments.trackmania.tmi.inputs_export import export_inputs
+    from environments.trackmania.tmi.maps.inputs_export import export_inputs
 
     sim = TrackManiaEnv(dataclasses.replace(params, backend="sim"), track=track,
                         backend_options={"start_lateral_jitter_m": 0.0, "start_heading_jitter_rad": 0.0})

@@ -1,8 +1,8 @@
 """``rulka demos from-inputs``: a demonstration set (:mod:`memories.demonstrations`) from a race's
 inputs played back through the game link.
 
-The inputs script (:mod:`~environments.trackmania.tmi.inputs_script`: what TMInterface saves from a
-replay, the game's own record of a race, or :mod:`~environments.trackmania.tmi.inputs_export`) becomes
+The inputs script (:mod:`~environments.trackmania.tmi.maps.inputs_script`: what TMInterface saves from a
+replay, the game's own record of a race, or :mod:`~environments.trackmania.tmi.maps.inputs_export`) becomes
 one rulka action per action period; the TrackMania environment then races the map through the
 ``tmi`` backend with those actions, as a collector does, so the frames, floats, rewards and race
 state saved are the ones a training run would have collected. The game on ``port`` is one already
@@ -21,8 +21,8 @@ import numpy as np
 
 from environments.trackmania.env import TrackManiaEnv
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
-from environments.trackmania.tmi.inputs_export import ACTIONS, KEYS
-from environments.trackmania.tmi.inputs_script import InputsScriptError, parse_inputs_script, script_actions
+from environments.trackmania.tmi.maps.inputs_export import ACTIONS, KEYS
+from environments.trackmania.tmi.maps.inputs_script import InputsScriptError, parse_inputs_script, script_actions
 from environments.trackmania.tools.demos import RecordedRace, race_once
 from memories.demonstrations import write_demonstrations
 
@@ -48,7 +48,7 @@ def _check_listening(port: int) -> None:
     """Refuse at once (Linux, where listening sockets can be read) when no game listens on ``port``."""
     if not sys.platform.startswith("linux"):
         return
-    from environments.trackmania.tmi.processes import port_listeners
+    from environments.trackmania.tmi.games.processes import port_listeners
 
     if not port_listeners(port).listening:
         raise RuntimeError(f"no game listens on port {port}: start TrackMania with TMInterface and the rulka_link "
@@ -118,7 +118,7 @@ def record_from_inputs(inputs: str | Path, out: str | Path, track: Any, *,
         raise FileNotFoundError(f"no inputs script {inputs} (save one in TMInterface, or export an agent's actions)")
     played = script_actions(parse_inputs_script(inputs.read_text(encoding="utf-8")), int(params.ms_per_action),
                             snap=snap)
-    from environments.trackmania.tmi.settings import load_settings
+    from environments.trackmania.tmi.games.settings import load_settings
 
     options: dict[str, Any] = {"port": int(port), "running_speed": float(running_speed),
                                "settings": load_settings(env_file)}

@@ -26,8 +26,8 @@ def _track(args: argparse.Namespace, config):
 
 
 def cmd_demos_from_inputs(args: argparse.Namespace) -> int:
-    from environments.trackmania.tmi.inputs_script import InputsScriptError  # a ValueError, named for the reader
-    from environments.trackmania.tmi.protocol import TMInterfaceError
+    from environments.trackmania.tmi.maps.inputs_script import InputsScriptError  # a ValueError, named for the reader
+    from environments.trackmania.tmi.link.protocol import TMInterfaceError
     from environments.trackmania.tools.demos_from_inputs import record_from_inputs
     from rulka.config import ConfigError, apply_overrides
     from rulka.presets import PresetError, load_graph_manager

@@ -135,7 +135,7 @@ class RaceLog:
     def save_best_run(self, race: RaceResult, episode: EpisodeRecord) -> None:
         if self.run_dir is None:
             return
-        from environments.trackmania.tmi.inputs_export import export_inputs
+        from environments.trackmania.tmi.maps.inputs_export import export_inputs
 
         start = time.perf_counter()
         actions = [int(a) for a in episode.actions()]

@@ -152,7 +152,7 @@ class TrackManiaGraphManager(BasicRLGraphManager):
         cycle_entries(self.config)
         if self.config.environment.backend != "tmi":
             return
-        from environments.trackmania.tmi.settings import SettingsError, load_settings
+        from environments.trackmania.tmi.games.settings import SettingsError, load_settings
 
         try:
             settings = load_settings()
@@ -165,13 +165,13 @@ class TrackManiaGraphManager(BasicRLGraphManager):
                 raise ConfigError(f"map_cycle entry '{entry.short_name}': reference line not found at "
                                   f"'{entry.reference_line_path}'. On a machine without TrackMania use {SIM_PRESET_HINT}")
         if self.config.environment.sync_virtual_and_real_checkpoints:
-            from environments.trackmania.tmi.map_checkpoints import check_map_checkpoints
+            from environments.trackmania.tmi.maps.map_checkpoints import check_map_checkpoints
 
             for entry in cycle_entries(self.config):
                 problem = check_map_checkpoints(entry.map_path, settings.user_data_path)
                 if problem:
                     raise ConfigError(f"map_cycle entry '{entry.short_name}': {problem}")
-        from environments.trackmania.tmi.game_instance_manager import DEFAULT_START_TIMEOUT_S, check_running_speed
+        from environments.trackmania.tmi.games.game_instance_manager import DEFAULT_START_TIMEOUT_S, check_running_speed
 
         check_collector_timeout(self.config.performance.collector_timeout_s,
                                 settings.start_timeout_s or DEFAULT_START_TIMEOUT_S,

@@ -10,7 +10,7 @@
 // Console command `rulka_focus_window` shows and focuses the game window (rulka sends it once
 // after each launch: an instance that was never focused does not run properly under Linux).
 //
-// Wire protocol (little-endian, no framing; see environments/trackmania/tmi/protocol.py):
+// Wire protocol (little-endian, no framing; see environments/trackmania/tmi/link/protocol.py):
 //   every message = int32 id + a fixed payload for that id.
 //   Game -> client sync messages (ids 1-5) block the game until the client echoes the same id;
 //   while blocked, the plugin serves client commands (ids 6-23). If no byte arrives for

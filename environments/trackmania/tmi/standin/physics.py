@@ -13,7 +13,7 @@ byte    request (after the byte)      reply
 ``G``   nothing: race start           TICK reply (car at the start, race time 0)
 ``T``   u8 keys (1 up, 2 down,        TICK reply: i32 race time ms, i32 checkpoints passed
         4 left, 8 right)              (finish included), u8 finished
-``S``   nothing                       i32 n + n bytes: the state blob (tmi/state.py offsets)
+``S``   nothing                       i32 n + n bytes: the state blob (tmi/link/state.py offsets)
 ``R``   i32 n + n bytes: a blob       TICK reply (the car restored from the blob)
 ``F``   i32 W, i32 H                  W*H bytes: grayscale first-person frame, top row first
 ``C``   i32 camera number             u8 1 if known, else 0
@@ -26,7 +26,7 @@ byte    request (after the byte)      reply
 
 Maps are simulator tracks (:func:`environments.trackmania.tracks.get_track`: a built-in name, a
 procedural seed or a reference-line ``.npy``). The car starts on the line with no jitter. The blob
-is :func:`~environments.trackmania.tmi.state.encode_state` of exactly the
+is :func:`~environments.trackmania.tmi.link.state.encode_state` of exactly the
 :class:`~environments.trackmania.backend.CarState` that :class:`~environments.trackmania.sim.backend.SimBackend`
 reports for the car, plus the car's exact (float64) state in bytes 224-671 (the game's dyna history,
 which rulka never reads), so a rewind restores the car bit for bit; the checkpoint times are read
@@ -54,9 +54,9 @@ from environments.trackmania.sim.backend import SimBackend, SimOptions
 from environments.trackmania.sim.car import CarPhysics
 from environments.trackmania.sim.render import Renderer
 from environments.trackmania.backend import CarState
-from environments.trackmania.tmi import state as blob
-from environments.trackmania.tmi.materials import representative_material
-from environments.trackmania.tmi.state import decode_checkpoints, encode_state
+from environments.trackmania.tmi.link import state as blob
+from environments.trackmania.tmi.link.materials import representative_material
+from environments.trackmania.tmi.link.state import decode_checkpoints, encode_state
 from environments.trackmania.tracks import get_track
 
 #: Where the car's exact state lives in the blob (bytes the agent never reads), and its marker.
@@ -89,7 +89,7 @@ def car_snapshot(car: CarPhysics) -> list[float]:
 
 
 class BlobEncoder:
-    """:func:`~environments.trackmania.tmi.state.encode_state` of the SimBackend's CarState of a car,
+    """:func:`~environments.trackmania.tmi.link.state.encode_state` of the SimBackend's CarState of a car,
     byte for byte, written straight from the car into a copy of a template (the constant fields,
     filled once per track) with one ``pack_into`` per field group: no CarState, no numpy per call.
     """
@@ -146,7 +146,7 @@ class BlobEncoder:
 
 
 def _quaternion(m: tuple[float, ...]) -> tuple[float, float, float, float]:
-    """:func:`~environments.trackmania.tmi.state._rotation_to_quaternion` of the row-major 3x3 ``m``."""
+    """:func:`~environments.trackmania.tmi.link.state._rotation_to_quaternion` of the row-major 3x3 ``m``."""
     m00, m01, m02, m10, m11, m12, m20, m21, m22 = m
     tr = m00 + m11 + m22
     if tr > 0:

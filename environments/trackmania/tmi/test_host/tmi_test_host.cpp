@@ -50,7 +50,7 @@
 //
 // Usage: tmi_test_host --plugin rulka_link.as --config "set custom_port 8478" [options, see main()]
 // Prints "COMPILED", then "LISTENING <port>" on stdout once the plugin listens; "TERMINATED ..." on exit.
-// State blobs use the byte offsets of environments/trackmania/tmi/state.py (the game's layout).
+// State blobs use the byte offsets of environments/trackmania/tmi/link/state.py (the game's layout).
 
 #ifdef RULKA_EMBED_PYTHON  // Python.h comes first (it may set feature macros)
 #define PY_SSIZE_T_CLEAN
@@ -256,7 +256,7 @@ public:
 Socket* SocketFactory() { return new Socket(); }
 
 // ------------------------------------------------------------------ simulation state blob
-// Offsets: see environments/trackmania/tmi/state.py.
+// Offsets: see environments/trackmania/tmi/link/state.py.
 constexpr size_t OFF_TIMERS = 12, OFF_ROTATION = 688, OFF_POSITION = 724, OFF_LINEAR_SPEED = 736,
                  OFF_ANGULAR_SPEED = 760, OFF_GEARBOX_STATE = 2388, OFF_ACTUAL_RPM = 3112, OFF_GEAR = 3128,
                  OFF_IS_FREEWHEELING = 3196, OFF_WHEELS = 3816, WHEEL_SIZE = 764, WHEEL_OFFSET_FROM_VEHICLE = 168,

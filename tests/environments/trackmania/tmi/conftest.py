@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from environments.trackmania.tmi.game_instance_manager import ManagerConfig
+from environments.trackmania.tmi.games.game_instance_manager import ManagerConfig
 
 from .fake_game_server import FakeGameServer
 

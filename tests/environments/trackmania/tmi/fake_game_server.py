@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from environments.trackmania.backend import CarState
-from environments.trackmania.tmi.protocol import MessageType as M
-from environments.trackmania.tmi.state import decode_state, encode_state
+from environments.trackmania.tmi.link.protocol import MessageType as M
+from environments.trackmania.tmi.link.state import decode_state, encode_state
 
 _MAX_PAYLOAD = 1 << 20
 

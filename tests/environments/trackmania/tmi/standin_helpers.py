@@ -16,8 +16,8 @@ import pytest
 
 from environments.trackmania.backend import CarState, TrackManiaBackend
 from environments.trackmania.sim.backend import SimBackend, SimOptions
-from environments.trackmania.tmi.processes import list_processes, process_cmdline, process_environ, process_info
-from environments.trackmania.tmi.settings import TMISettings
+from environments.trackmania.tmi.games.processes import list_processes, process_cmdline, process_environ, process_info
+from environments.trackmania.tmi.games.settings import TMISettings
 from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT, REPO_ROOT, StandinBuildError, host_binary
 from environments.trackmania.tmi.standin.physics import restore_snapshot
 from environments.trackmania.tmi.standin.ports import free_port_block

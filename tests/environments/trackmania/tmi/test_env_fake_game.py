@@ -18,8 +18,8 @@ from environments.trackmania.backend_registry import (RolloutDiscardedError, ava
 from environments.trackmania.env import TrackManiaEnv
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 from environments.trackmania.tmi.backend import TMIBackend, TMIStartError, map_path_of
-from environments.trackmania.tmi.protocol import bgra_to_gray
-from environments.trackmania.tmi.settings import TMISettings
+from environments.trackmania.tmi.link.protocol import bgra_to_gray
+from environments.trackmania.tmi.games.settings import TMISettings
 from environments.trackmania.track import Track, track_from_map
 from rulka.collection.episodes import may_discard_episodes
 
@@ -229,7 +229,7 @@ def test_spaces_match_the_simulator_and_check_env_passes(make_env):
 
 def test_rollout_discarded_is_the_backend_neutral_error():
     """The manager's RolloutDiscarded is what the env catches (RolloutDiscardedError)."""
-    from environments.trackmania.tmi.game_instance_manager import RolloutDiscarded
+    from environments.trackmania.tmi.games.game_instance_manager import RolloutDiscarded
 
     assert issubclass(RolloutDiscarded, RolloutDiscardedError)
 

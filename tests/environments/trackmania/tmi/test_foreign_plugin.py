@@ -26,10 +26,10 @@ import pytest
 from environments.trackmania.actions import action_to_inputs
 from environments.trackmania.env import TrackManiaEnv
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
-from environments.trackmania.tmi.processes import process_cmdline, process_info
+from environments.trackmania.tmi.games.processes import process_cmdline, process_info
 from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT, REPO_ROOT
 from environments.trackmania.tmi.standin.ports import free_port_block
-from environments.trackmania.tmi.state import decode_state
+from environments.trackmania.tmi.link.state import decode_state
 from environments.trackmania.tools.baseline import BaselineDriver
 from environments.trackmania.tracks import get_track
 

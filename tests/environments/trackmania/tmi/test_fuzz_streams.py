@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from environments.trackmania.tmi.client import TMIClient
-from environments.trackmania.tmi.protocol import TMInterfaceError
-from environments.trackmania.tmi.state import MIN_STATE_SIZE, decode_state
+from environments.trackmania.tmi.link.client import TMIClient
+from environments.trackmania.tmi.link.protocol import TMInterfaceError
+from environments.trackmania.tmi.link.state import MIN_STATE_SIZE, decode_state
 
 
 class BytesTransport:

@@ -1,4 +1,4 @@
-"""A game's guard (environments/trackmania/tmi/game_guard.py) on a Ray cluster of two nodes on 127.0.0.1: a
+"""A game's guard (environments/trackmania/tmi/games/game_guard.py) on a Ray cluster of two nodes on 127.0.0.1: a
 stand-in game launched by an actor on a worker node dies with that node, though no learner can reach the
 node to kill it (the lost node's actor is replaced elsewhere; its games must not keep running). A guard
 leaves a dead collector's game to its learner only while that learner runs, and a dead learner's own
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from environments.trackmania.tmi.launcher import GameGuard, default_launcher
-from environments.trackmania.tmi.processes import process_info
+from environments.trackmania.tmi.games.launcher import GameGuard, default_launcher
+from environments.trackmania.tmi.games.processes import process_info
 from rulka.collection.owned import SUPERVISOR_ENV
 
 from .standin_helpers import standin_available, standin_settings
@@ -109,8 +109,8 @@ def test_a_guard_ends_with_its_game_and_kills_it_when_released():
 
 _OWNER = """
 import os, sys
-from environments.trackmania.tmi.launcher import GameGuard
-from environments.trackmania.tmi.processes import process_info
+from environments.trackmania.tmi.games.launcher import GameGuard
+from environments.trackmania.tmi.games.processes import process_info
 from rulka.collection.owned import SUPERVISOR_ENV
 guard = GameGuard()
 game = int(sys.argv[1])

@@ -1,11 +1,11 @@
-"""environments/trackmania/tmi/inputs_script.py: TMInterface inputs scripts read into rulka's actions,
+"""environments/trackmania/tmi/maps/inputs_script.py: TMInterface inputs scripts read into rulka's actions,
 one per action period, or refused with the line, the race time and a fix."""
 from __future__ import annotations
 
 import pytest
 
-from environments.trackmania.tmi.inputs_export import actions_to_inputs_text
-from environments.trackmania.tmi.inputs_script import (InputsScriptError, parse_inputs_script, parse_time_ms,
+from environments.trackmania.tmi.maps.inputs_export import actions_to_inputs_text
+from environments.trackmania.tmi.maps.inputs_script import (InputsScriptError, parse_inputs_script, parse_time_ms,
                                                        script_actions)
 from rulka.cli import main
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from environments.trackmania.tmi.launch_lock import LaunchLock
-from environments.trackmania.tmi.launcher import (
+from environments.trackmania.tmi.games.launch_lock import LaunchLock
+from environments.trackmania.tmi.games.launcher import (
     LAUNCH_MARKER,
     GameLaunchError,
     PortHeldError,
@@ -23,8 +23,8 @@ from environments.trackmania.tmi.launcher import (
     launch_linux_script,
     pid_alive,
 )
-from environments.trackmania.tmi.processes import port_listeners
-from environments.trackmania.tmi.settings import TMISettings
+from environments.trackmania.tmi.games.processes import port_listeners
+from environments.trackmania.tmi.games.settings import TMISettings
 
 from .conftest import free_port
 
@@ -269,7 +269,7 @@ def test_manager_reports_the_pids_and_port_of_its_game(scene):
     """GameInstanceManager.game_pids and .port (and TMIBackend.game_pids / game_port) say which game it launched (what a collector reports so
     that its games can be killed when it is replaced); () once the game is stopped."""
     from environments.trackmania.tmi.backend import TMIBackend
-    from environments.trackmania.tmi.game_instance_manager import GameInstanceManager
+    from environments.trackmania.tmi.games.game_instance_manager import GameInstanceManager
 
     port = free_port()
     settings = scene.settings(scene.script())
@@ -289,7 +289,7 @@ def test_manager_reports_the_pids_and_port_of_its_game(scene):
 def test_a_reused_game_pid_is_neither_followed_nor_killed(scene):
     """Our game died and another program got its pid: the handle sees a dead game and terminate()
     leaves that program alive (a pid is ours only while it carries this launch's marker)."""
-    from environments.trackmania.tmi.launcher import SubprocessGame
+    from environments.trackmania.tmi.games.launcher import SubprocessGame
 
     launcher = subprocess.Popen(["true"])
     launcher.wait(timeout=10)
@@ -308,7 +308,7 @@ def _fake_tmloader(monkeypatch, script: Path, pass_marker: bool = True) -> None:
     launch marker from the game's environment (a TMLoader that does not pass it on)."""
     import re
 
-    from environments.trackmania.tmi import launcher
+    from environments.trackmania.tmi.games import launcher
 
     def start(command: str, env: dict[str, str]) -> subprocess.Popen:
         assert command.endswith('"') and "/configstring=" in command  # one string, as TMLoader parses it

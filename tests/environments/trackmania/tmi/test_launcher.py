@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from environments.trackmania.tmi.launcher import default_launcher, parse_windows_process_lines, pid_alive
-from environments.trackmania.tmi.settings import TMISettings
+from environments.trackmania.tmi.games.launcher import default_launcher, parse_windows_process_lines, pid_alive
+from environments.trackmania.tmi.games.settings import TMISettings
 
 from .conftest import free_port
 
@@ -121,7 +121,7 @@ def test_a_launch_script_that_execs_the_game_is_one_pid():
     reported once, not as game and launcher (it appeared twice in the hung-game warning)."""
     import subprocess
 
-    from environments.trackmania.tmi.launcher import LAUNCH_MARKER, SubprocessGame
+    from environments.trackmania.tmi.games.launcher import LAUNCH_MARKER, SubprocessGame
 
     popen = subprocess.Popen(["sleep", "30"], env=dict(os.environ, **{LAUNCH_MARKER: "exec-test"}))
     try:

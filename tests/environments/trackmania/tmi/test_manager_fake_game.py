@@ -8,10 +8,10 @@ import pytest
 
 from environments.trackmania.backend import InputState
 from environments.trackmania.tmi.backend import TMIBackend, map_path_of
-from environments.trackmania.tmi.game_instance_manager import CONSOLE_SETTINGS, GameInstanceManager, RolloutDiscarded
-from environments.trackmania.tmi.protocol import bgra_to_gray
-from environments.trackmania.tmi.settings import TMISettings
-from environments.trackmania.tmi.state import decode_state
+from environments.trackmania.tmi.games.game_instance_manager import CONSOLE_SETTINGS, GameInstanceManager, RolloutDiscarded
+from environments.trackmania.tmi.link.protocol import bgra_to_gray
+from environments.trackmania.tmi.games.settings import TMISettings
+from environments.trackmania.tmi.link.state import decode_state
 from rulka.phased_steps import run_phases
 
 MAP = "Campaign/A01-Race.Challenge.Gbx"
@@ -303,7 +303,7 @@ def test_game_sending_garbage_fails_cleanly(fake_launcher, fast_config, raw):
     """A 'game' that sends malformed bytes makes start_race raise TMInterfaceError after bounded retries."""
     import time
 
-    from environments.trackmania.tmi.protocol import TMInterfaceError
+    from environments.trackmania.tmi.link.protocol import TMInterfaceError
 
     launcher = fake_launcher(behaviour="raw", raw_bytes=raw)
     m = make_manager(launcher, fast_config)

@@ -13,14 +13,14 @@ import pytest
 from environments.trackmania.env import TrackManiaEnv
 from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 from environments.trackmania.tmi.backend import TMIBackend
-from environments.trackmania.tmi.game_instance_manager import GameInstanceManager
-from environments.trackmania.tmi.map_checkpoints import (
+from environments.trackmania.tmi.games.game_instance_manager import GameInstanceManager
+from environments.trackmania.tmi.maps.map_checkpoints import (
     MapCheckpointsError,
     check_map_checkpoints,
     checkpoint_positions_from_challenge,
     read_map_checkpoint_positions,
 )
-from environments.trackmania.tmi.settings import TMISettings
+from environments.trackmania.tmi.games.settings import TMISettings
 from environments.trackmania.track import track_from_map
 from environments.trackmania.zones import REAL_CHECKPOINT_RADIUS_M, ZoneCenters
 

@@ -9,14 +9,14 @@ import pytest
 
 from environments.trackmania.backend import SURFACE_ASPHALT, SURFACE_GRASS, InputState
 from environments.trackmania.tmi.backend import TMIBackend
-from environments.trackmania.tmi.check import PortStatus, check_port
-from environments.trackmania.tmi.client import TMIClient
-from environments.trackmania.tmi.game_instance_manager import GameInstanceManager
-from environments.trackmania.tmi.inputs_export import ACTIONS, actions_to_inputs_text
-from environments.trackmania.tmi.inputs_script import parse_inputs_script, script_actions
-from environments.trackmania.tmi.protocol import MessageType, TMInterfaceConnectionClosed
-from environments.trackmania.tmi.settings import TMISettings
-from environments.trackmania.tmi.state import check_wheel_order, decode_state
+from environments.trackmania.tmi.commands.check import PortStatus, check_port
+from environments.trackmania.tmi.link.client import TMIClient
+from environments.trackmania.tmi.games.game_instance_manager import GameInstanceManager
+from environments.trackmania.tmi.maps.inputs_export import ACTIONS, actions_to_inputs_text
+from environments.trackmania.tmi.maps.inputs_script import parse_inputs_script, script_actions
+from environments.trackmania.tmi.link.protocol import MessageType, TMInterfaceConnectionClosed
+from environments.trackmania.tmi.games.settings import TMISettings
+from environments.trackmania.tmi.link.state import check_wheel_order, decode_state
 
 from .conftest import PLUGIN, free_port, start_host
 

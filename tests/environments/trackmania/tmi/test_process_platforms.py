@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from environments.trackmania.tmi import launch_lock, processes
-from environments.trackmania.tmi.launch_lock import WINDOWS_LOCK_OFFSET, LaunchLock, LaunchLockTimeout
+from environments.trackmania.tmi.games import launch_lock, processes
+from environments.trackmania.tmi.games.launch_lock import WINDOWS_LOCK_OFFSET, LaunchLock, LaunchLockTimeout
 from rulka.collection import owned
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fakes other platforms on Linux")

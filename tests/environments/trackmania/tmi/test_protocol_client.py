@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from environments.trackmania.tmi.client import TMIClient, TMInterfaceConnectError
-from environments.trackmania.tmi.protocol import (
+from environments.trackmania.tmi.link.client import TMIClient, TMInterfaceConnectError
+from environments.trackmania.tmi.link.protocol import (
     MAX_STATE_BYTES,
     MessageType,
     TMInterfaceConnectionClosed,

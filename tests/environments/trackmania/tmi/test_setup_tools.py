@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from environments.trackmania.tmi.settings import TMISettings, load_settings
+from environments.trackmania.tmi.games.settings import TMISettings, load_settings
 from rulka.cli import main
 
 GHOST_ID, GHOST_OLD_ID = 0x03092000, 0x2401B000

@@ -23,7 +23,7 @@ from environments.trackmania.parameters import TrackManiaEnvironmentParameters
 from environments.trackmania.tmi.standin.physics import (SNAPSHOT_MAGIC, SNAPSHOT_OFFSET, _SNAPSHOT,
                                                          StandinPhysics, car_snapshot)
 from environments.trackmania.tmi.standin.build import PLUGIN, embed_variables, standin_command, standin_environment
-from environments.trackmania.tmi.state import encode_state
+from environments.trackmania.tmi.link.state import encode_state
 from environments.trackmania.tracks import get_track
 
 TICK = struct.Struct("<iiB")
@@ -160,7 +160,7 @@ def _race_through_standin(monkeypatch, options: str, ms_per_action: int, actions
     ``options``."""
     from environments.trackmania.backend import InputState
     from environments.trackmania.tmi.backend import TMIBackend
-    from environments.trackmania.tmi.game_instance_manager import ManagerConfig
+    from environments.trackmania.tmi.games.game_instance_manager import ManagerConfig
 
     from .standin_helpers import standin_available, standin_environ, standin_settings
 

@@ -14,8 +14,8 @@ from environments.trackmania.backend import (
     SURFACE_TURBO,
     CarState,
 )
-from environments.trackmania.tmi.materials import CONTACT_MATERIALS, MATERIAL_IDS, surface_groups
-from environments.trackmania.tmi.state import (
+from environments.trackmania.tmi.link.materials import CONTACT_MATERIALS, MATERIAL_IDS, surface_groups
+from environments.trackmania.tmi.link.state import (
     MIN_STATE_SIZE,
     StateDecodeError,
     check_wheel_order,

@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from environments.trackmania.tmi.launcher import LAUNCH_MARKER, PORT_MARKER
-from environments.trackmania.tmi.processes import port_listeners, process_info
+from environments.trackmania.tmi.games.launcher import LAUNCH_MARKER, PORT_MARKER
+from environments.trackmania.tmi.games.processes import port_listeners, process_info
 from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT, REPO_ROOT
 
 from .standin_helpers import StandinRun, reaped, standin_available, standin_environ

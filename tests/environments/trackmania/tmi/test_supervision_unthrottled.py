@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-from environments.trackmania.tmi.processes import port_listeners, process_info
+from environments.trackmania.tmi.games.processes import port_listeners, process_info
 
 from .standin_helpers import StandinRun, reaped, standin_available
 

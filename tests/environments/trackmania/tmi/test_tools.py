@@ -7,14 +7,14 @@ import sys
 import numpy as np
 import pytest
 
-from environments.trackmania.tmi import cli
-from environments.trackmania.tmi.check import PortStatus, check_port
-from environments.trackmania.tmi.inputs_export import actions_to_inputs_text, export_inputs, format_time
-from environments.trackmania.tmi.inputs_script import InputsScriptError, parse_inputs_script, script_actions
-from environments.trackmania.tmi.install import PLUGIN_SOURCE, install_plugin
-from environments.trackmania.tmi.launcher import default_launcher, linux_script_command, tmloader_command
-from environments.trackmania.tmi.replay_to_line import replay_to_line, resample_polyline
-from environments.trackmania.tmi.settings import SettingsError, TMISettings, load_settings, parse_env_file
+from environments.trackmania.tmi.commands import cli
+from environments.trackmania.tmi.commands.check import PortStatus, check_port
+from environments.trackmania.tmi.maps.inputs_export import actions_to_inputs_text, export_inputs, format_time
+from environments.trackmania.tmi.maps.inputs_script import InputsScriptError, parse_inputs_script, script_actions
+from environments.trackmania.tmi.commands.install import PLUGIN_SOURCE, install_plugin
+from environments.trackmania.tmi.games.launcher import default_launcher, linux_script_command, tmloader_command
+from environments.trackmania.tmi.maps.replay_to_line import replay_to_line, resample_polyline
+from environments.trackmania.tmi.games.settings import SettingsError, TMISettings, load_settings, parse_env_file
 
 from .conftest import free_port
 from .fake_game_server import FakeGameServer
@@ -140,7 +140,7 @@ def test_replay_to_line_reads_the_ghosts_sample_period(monkeypatch, tmp_path):
 def test_replay_to_line_warns_on_respawns(monkeypatch, tmp_path, capsys):
     """A ghost that respawned gives a warning (API: GhostRespawnWarning; CLI: on stderr, with the
     sample period it read); one without respawns gives none."""
-    from environments.trackmania.tmi.replay_to_line import GhostRespawnWarning
+    from environments.trackmania.tmi.maps.replay_to_line import GhostRespawnWarning
 
     _fake_pygbx(monkeypatch, sample_period=50, race_time=2_000, n_records=41, respawns=2)
     with pytest.warns(GhostRespawnWarning, match="respawned 2 time"):

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from environments.trackmania.env import trackmania_spaces
-from environments.trackmania.tmi.inputs_export import actions_to_inputs_text
-from environments.trackmania.tmi.processes import port_listeners
+from environments.trackmania.tmi.maps.inputs_export import actions_to_inputs_text
+from environments.trackmania.tmi.games.processes import port_listeners
 from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT
 from environments.trackmania.tools.demos import driver_race_as_inputs
 from environments.trackmania.tools.demos_from_inputs import PlaybackError, check_applied

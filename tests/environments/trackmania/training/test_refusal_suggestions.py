@@ -118,7 +118,7 @@ def test_each_watchdog_suggestion_is_possible_and_ends_the_refusal(timeout_s, ba
         config = _config(environment__backend="tmi", environment__timeout_during_run_ms=int(step_s * 1000),
                          performance__collector_timeout_s=timeout_s, performance__collector_backend=backend)
         if name == "TMI_START_TIMEOUT_S":
-            assert float(value) > 0  # the settings' rule (environments/trackmania/tmi/settings.py)
+            assert float(value) > 0  # the settings' rule (environments/trackmania/tmi/games/settings.py)
             start = float(value)
         else:
             config = apply_dict(config, parse_override(f"{name}={value}"))

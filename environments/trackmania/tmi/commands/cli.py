@@ -11,7 +11,7 @@ import numpy as np
 
 from .check import check_port
 from .install import default_plugins_dir, install_plugin
-from .settings import DEFAULT_BASE_PORT
+from ..games.settings import DEFAULT_BASE_PORT
 
 
 def _install(args: argparse.Namespace) -> int:
@@ -30,7 +30,7 @@ def _check(args: argparse.Namespace) -> int:
 def _line(args: argparse.Namespace) -> int:
     import warnings
 
-    from .replay_to_line import read_ghost, resample_polyline
+    from ..maps.replay_to_line import read_ghost, resample_polyline
 
     replay = Path(args.replay)
     if not replay.is_file():
@@ -54,8 +54,8 @@ def _line(args: argparse.Namespace) -> int:
 
 
 def _standin(args: argparse.Namespace) -> int:
-    from .standin.launch import launch_standin
-    from .standin.tracks import write_track_files
+    from ..standin.launch import launch_standin
+    from ..standin.tracks import write_track_files
 
     if args.write_line:
         for path in write_track_files(args.write_line, args.out):

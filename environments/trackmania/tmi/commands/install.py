@@ -5,7 +5,7 @@ import shutil
 from pathlib import Path
 
 #: The plugin source shipped with rulka.
-PLUGIN_SOURCE = Path(__file__).with_name("plugin") / "rulka_link.as"
+PLUGIN_SOURCE = Path(__file__).parents[1] / "plugin" / "rulka_link.as"
 
 
 def default_plugins_dir() -> Path:

@@ -44,17 +44,17 @@ import numpy as np
 
 from environments.trackmania.backend_registry import RolloutDiscardedError
 from rulka.phased_steps import Phases, finish_phases
-from .client import SyncMessage, TMIClient, TMInterfaceConnectError
+from ..link.client import SyncMessage, TMIClient, TMInterfaceConnectError
 from .launcher import GameProcess, Launcher, default_launcher, process_pids
-from .protocol import (
+from ..link.protocol import (
     MessageType,
     TMInterfaceError,
     TMInterfaceProtocolError,
     TMInterfaceTimeout,
 )
-from .replays import hide_personal_record_replays
+from ..maps.replays import hide_personal_record_replays
 from .settings import TMISettings
-from .state import check_wheel_order, with_finish_unreached
+from ..link.state import check_wheel_order, with_finish_unreached
 
 log = logging.getLogger(__name__)
 
@@ -458,7 +458,7 @@ class GameInstanceManager:
         c = self.client
         assert c is not None
         blob = c.get_simulation_state()
-        from .state import decode_checkpoints  # local import: state imports nothing from here
+        from ..link.state import decode_checkpoints  # local import: state imports nothing from here
 
         _, times = decode_checkpoints(blob)
         passed = [t for t in times if t >= 0]

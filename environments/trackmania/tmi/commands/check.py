@@ -6,7 +6,7 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from .protocol import DEFAULT_HOST, MessageType, TMInterfaceError, TMInterfaceTimeout, recv_exactly
+from ..link.protocol import DEFAULT_HOST, MessageType, TMInterfaceError, TMInterfaceTimeout, recv_exactly
 
 
 class PortStatus(enum.Enum):

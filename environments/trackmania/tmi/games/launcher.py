@@ -52,9 +52,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from rulka.collection.owned import collector_supervisor
+from rulka.collection.owned import collector_supervisor, process_start_time
 
-from .client import TMInterfaceConnectError
+from ..link.client import TMInterfaceConnectError
 from .launch_lock import DEFAULT_LOCK_TIMEOUT_S, LaunchLock
 from .processes import (
     descendants,
@@ -126,11 +126,11 @@ class GameGuard:
 
     SCRIPT = Path(__file__).with_name("game_guard.py")
 
-    def __init__(self, supervisor: int | None = None) -> None:
-        """``supervisor``: a process whose life gives the learner time to kill the game itself (the guard
-        never kills it); default: the one the collection layer named in a collector's process (its
-        learner, or its Ray node's raylet: :func:`rulka.collection.owned.collector_supervisor`), none in
-        the learner's own process, where the guard kills the game as soon as the process is gone."""
+    def __init__(self) -> None:
+        """The guard is told of this process's supervisor, a process whose life gives the learner time to
+        kill the game itself (the guard never kills it): the one the collection layer named in a collector's
+        process (its learner, or its Ray node's raylet: :func:`rulka.collection.owned.collector_supervisor`);
+        none in the learner's own process, where the guard kills the game as soon as the process is gone."""
         self.pipe = None
         try:
             flags = 0
@@ -144,10 +144,9 @@ class GameGuard:
                 starter.wait(10)  # it forks the guard and exits at once
         except (OSError, subprocess.TimeoutExpired) as error:
             log.warning("the game's guard did not start (%s): if this process dies, its game is left running", error)
-        if supervisor is None:
-            supervisor = collector_supervisor()
+        supervisor = collector_supervisor()
         if supervisor is not None:
-            self.watch("supervisor", supervisor, _start_time(supervisor))
+            self.watch("supervisor", supervisor, process_start_time(supervisor))
 
     def watch(self, kind: str, pid: int | None, start: int | None) -> None:
         """Guard ``pid`` (``kind``: ``group`` for the launch script, ``game``; ``supervisor``: the process
@@ -168,11 +167,6 @@ class GameGuard:
             except OSError:
                 pass
             self.pipe = None
-
-
-def _start_time(pid: int) -> int | None:
-    info = process_info(pid)
-    return info.start_ticks if info is not None else None
 
 
 class SubprocessGame:
@@ -219,7 +213,7 @@ class SubprocessGame:
         self.game_started: int | None = None  # the game's creation time when found (processes.ProcInfo.start_ticks)
         self._launcher_exited_at: float | None = None
         if guard is not None:
-            guard.watch("group", popen.pid, _start_time(popen.pid))
+            guard.watch("group", popen.pid, process_start_time(popen.pid))
 
     @property
     def pids(self) -> tuple[int, ...]:

@@ -61,7 +61,7 @@ import struct
 
 import numpy as np
 
-from ..backend import N_WHEELS, CarState
+from ...backend import N_WHEELS, CarState
 from .materials import representative_material, surface_groups
 from .protocol import MessageType, TMInterfaceProtocolError
 
