@@ -130,6 +130,9 @@ def test_an_actor_that_dies_during_a_long_training_burst_is_replaced_within_seco
     graph_manager = _graph_manager(collectors=1, collector_timeout_s=60.0,
                                    env_factory=functools.partial(game_owner_factory, str(games)))
     agent = graph_manager.agent
+    # an actor stops between races while the learner trains, so a poll brings a race or two of the short
+    # corridor: 64 uses per transition make that a burst of dozens of updates, as batch 512 makes on a CPU
+    agent.config.memory.number_times_single_memory_is_used_before_discard = 64.0
     learn = agent.learn_from_batch
     seen: dict = {}
 
