@@ -74,6 +74,8 @@ from environments.trackmania.tmi.games.processes import (descendants, list_proce
                                                    process_environ, process_info)
 from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT, StandinBuildError, host_binary  # noqa: E402
 from environments.trackmania.tmi.standin.ports import free_port_block  # noqa: E402
+from rulka.checkpoints import LAST  # noqa: E402
+from rulka.machine import describe_machine, machine_line  # noqa: E402
 
 STANDIN_YAML = ROOT / "presets" / "trackmania_iqn_uni_standin.yaml"
 FAULTS = ("game_kill", "game_stop", "game_pause", "collector_kill", "learner_kill", "stranger_port")
@@ -222,21 +224,6 @@ def alive(watch: Watch, pids: list[int] | None = None) -> dict[int, str]:
     return out
 
 
-def cpu_model() -> str:
-    """The CPU's model name and its bf16 units (Linux: /proc/cpuinfo), else the platform's word for it."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        model = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
-        flags = set(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
-        units = [f for f in ("avx512_bf16", "amx_bf16") if f in flags]
-        return f"{model}, {' '.join(units) if units else 'no bf16 units'}"
-    except (OSError, StopIteration):
-        pass
-    import platform
-
-    return platform.processor() or "unknown CPU"
-
-
 def read_races(path: Path) -> list[dict[str, str]]:
     if not path.is_file():
         return []
@@ -284,14 +271,16 @@ class RayCluster:
         self.cluster.wait_for_nodes()
         self.address = self.cluster.address
 
-    def lose_worker(self) -> int:
-        """SIGKILL the worker node's processes (no graceful shutdown); the pid of its raylet."""
+    def worker_raylet(self) -> int:
+        """The pid of the worker node's raylet (its actors, and their games, run below it)."""
         from ray._private import ray_constants
 
-        raylet = self.worker.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid
+        return self.worker.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid
+
+    def lose_worker(self) -> None:
+        """SIGKILL the worker node's processes (no graceful shutdown)."""
         self.cluster.remove_node(self.worker, allow_graceful=False)
         self.worker = None
-        return raylet
 
     def add_worker(self) -> None:
         self.worker = self.cluster.add_node(**RAY_NODE_ARGS)
@@ -340,7 +329,7 @@ def inject(kind: str, run: Run, now: float, ports: range, strangers: dict[int, s
     processes = list_processes()
     games = games_of(ports, processes)
     if kind == "learner_kill":
-        if not (run.run_dir / "checkpoints" / "last.pt").is_file():
+        if not (run.run_dir / "checkpoints" / LAST).is_file():
             return None  # nothing to --resume from yet (rulka would refuse, saying so): at the next fault's time
         os.kill(run.pid, signal.SIGKILL)
         return Fault(now, kind, run.pid, None, note=f"{len(games)} games up")
@@ -350,9 +339,7 @@ def inject(kind: str, run: Run, now: float, ports: range, strangers: dict[int, s
         assert cluster is not None
         if cluster.worker is None:
             return None  # the node lost last time has not come back yet
-        from ray._private import ray_constants
-
-        raylet = cluster.worker.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid
+        raylet = cluster.worker_raylet()
         on_node = {pid: port for pid, (port, _) in games.items() if pid in descendants(raylet, processes)}
         if not on_node:
             return None  # no game on the worker node yet: try again at the next fault's time
@@ -581,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"command: `{shown}`",
         f"date: {time.strftime('%Y-%m-%d %H:%M', time.gmtime(wall_start))} UTC; commit: {commit or 'unknown'}",
-        f"machine: {os.cpu_count()} cores ({cpu_model()}); load average at start {load_start:.1f}, at the end {os.getloadavg()[0]:.1f} "
+        f"machine: {machine_line(describe_machine())}; load average at start {load_start:.1f}, at the end {os.getloadavg()[0]:.1f} "
         "(1 min; above the core count the machine was shared with other work)",
         f"trackmania_soak: {elapsed / 60:.1f} min, uni preset, stand-in configuration unthrottled, "
         + ("collector processes" if cluster is None else "Ray collector actors (half a CPU each) on a 2-node cluster "

@@ -364,11 +364,10 @@ class RayCollection(RemoteCollection[_Actor]):
         """Ask a live actor for its games now (a game it launched since its last result); keep the last
         report when it does not answer within ``OWNED_WAIT_S`` (dead, or its node is gone)."""
         try:
-            node_id, processes, ports = self.ray.get(
-                actor.handle.owned.options(concurrency_group=REFRESH_GROUP).remote(), timeout=OWNED_WAIT_S)
+            _note_owned(actor, self.ray.get(
+                actor.handle.owned.options(concurrency_group=REFRESH_GROUP).remote(), timeout=OWNED_WAIT_S))
         except Exception:  # noqa: BLE001 - dead actor, lost node, timeout: the last report stands
             return
-        actor.owned_node, actor.owned, actor.ports = node_id, [tuple(p) for p in processes], list(ports)
 
     def _kill_owned(self, actor: _Actor) -> str:
         """Kill the processes ``actor`` (ended by now) last reported: here when they run on the learner's
@@ -383,7 +382,8 @@ class RayCollection(RemoteCollection[_Actor]):
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             task = self._kill_task.options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(actor.owned_node, soft=False)).remote(processes, OWNED_WAIT_S)
+                scheduling_strategy=NodeAffinitySchedulingStrategy(actor.owned_node, soft=False),
+            ).remote(processes, OWNED_WAIT_S)
             try:
                 killed = self.ray.get(task, timeout=OWNED_WAIT_S + 10.0)
             except Exception as error:  # noqa: BLE001 - the node is gone or busy: the games' guards kill them
@@ -440,8 +440,7 @@ class RayCollection(RemoteCollection[_Actor]):
                 if not self.ray.wait([probe[1]], num_returns=1, timeout=0)[0]:
                     continue  # the previous question is still under way
                 try:
-                    actor.owned_node, owned, ports = self.ray.get(probe[1])
-                    actor.owned, actor.ports = [tuple(p) for p in owned], list(ports)
+                    _note_owned(actor, self.ray.get(probe[1]))
                 except self.ray.exceptions.RayActorError as error:
                     del self._probes[actor.collector_id]
                     self._replace(actor, f"died ({_first_line(error)})")
@@ -473,7 +472,7 @@ class RayCollection(RemoteCollection[_Actor]):
     def _receive(self, actor: _Actor, call: _Call) -> list[Rollout]:
         actor.calls.remove(call)
         try:
-            chunk, played, node, pid, node_id, (owned_node, owned, ports) = self.ray.get(call.ref)
+            chunk, played, node, pid, node_id, owned = self.ray.get(call.ref)
         except self.ray.exceptions.RayActorError as error:
             self._replace(actor, f"died ({_first_line(error)})")
             return []
@@ -484,7 +483,7 @@ class RayCollection(RemoteCollection[_Actor]):
         actor.last_result = time.monotonic()
         actor.pid = pid
         actor.node_id = node_id
-        actor.owned_node, actor.owned, actor.ports = owned_node, [tuple(p) for p in owned], list(ports)
+        _note_owned(actor, owned)
         self._received(actor, chunk)
         self.actions[i] += played
         self.node_actions[node] = self.node_actions.get(node, 0) + played
@@ -526,6 +525,13 @@ class RayCollection(RemoteCollection[_Actor]):
     def actions_per_node(self) -> dict[str, int]:
         """Actions played on each node (by IP address), over every incarnation."""
         return dict(self.node_actions)
+
+
+def _note_owned(actor: _Actor, report: tuple[str, list, list]) -> None:
+    """Keep an actor's report of its games (:meth:`RayCollectorActor.owned`: node id, (pid, start time)
+    pairs, ports)."""
+    node_id, processes, ports = report
+    actor.owned_node, actor.owned, actor.ports = node_id, [tuple(p) for p in processes], list(ports)
 
 
 def _first_line(error: BaseException) -> str:
