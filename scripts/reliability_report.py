@@ -66,7 +66,16 @@ GAME_FAULTS = (
               "the race in flight is discarded (`...; the game hung: killed (pids ...)`); the game is killed "
               "(SIGKILL works on a stopped process) and reaped, and relaunched on its port at the next race",
               f"{SUPERVISION}::test_supervision_faults_in_turn_in_one_run"),
-    GameFault("A game hangs between races (stopped while it waits for the next start)",
+    GameFault("A game dies (SIGKILL) or hangs (SIGSTOP) while its collector waits for the learner between races "
+              "(the learner stalled longer than the in-race timeout)",
+              "the waiting collector checks its games about once a second (`check_between_episodes`): a dead game "
+              "at once; a stopped one does not answer a short question (`is_in_menus`) within "
+              "`environment.timeout_during_run_ms`",
+              "nothing is in flight, so nothing is discarded (`game instance N (port P) between races: ...; the game "
+              "is gone` or `...; the game hung: killed (pids ...), relaunching it now`); a new game is launched at "
+              "once, during the stall, by the same collector, and races when the learner reads again",
+              f"{SUPERVISION}::test_supervision_faults_in_turn_in_one_run"),
+    GameFault("A game hangs as its next race starts (stopped between races, unchecked)",
               "the next race on the loaded map starts by a rewind, so the collector's read times out after "
               "`environment.timeout_during_run_ms` as mid-race (menus, map loads and countdowns keep the start "
               "timeout, TMI_START_TIMEOUT_S, default 600 s)",

@@ -90,5 +90,9 @@ class TrackManiaBackend(abc.ABC):
         yield from ()
         return self.step(inputs)
 
+    def check_between_races(self) -> None:
+        """Called now and then while no race runs (the collector waits): a backend that runs a game finds
+        it dead or hung here and relaunches it, instead of at the next ``start_race``. Default: nothing."""
+
     def close(self) -> None:
         """Release the game or the simulator."""

@@ -173,6 +173,11 @@ class TrackManiaEnv(gym.Env):
         :mod:`rulka.collection.concurrent_steps`, so that a collector steps its games at the same time."""
         return bool(getattr(self.backend, "steps_wait_on_io", False))
 
+    def check_between_episodes(self) -> None:
+        """The hook of :mod:`rulka.collection.owned` that a collector calls while this environment waits
+        between races: the backend checks its game (``check_between_races``; nothing on the simulator)."""
+        self.backend.check_between_races()
+
     def owned_pids(self) -> tuple[int, ...]:
         """The processes this environment's backend launched and still runs (the real game and its
         launch script; ``()`` on the simulator): the hook of :mod:`rulka.collection.owned`, so that a

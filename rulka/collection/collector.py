@@ -12,8 +12,12 @@ processes; only where its policy and counters come from differs (``before_acting
 Between races: ``step(heatup, start_episodes=False)`` leaves an environment whose episode ended
 waiting (no reset) and steps only the others, so a caller can hold back new races (back-pressure)
 without stalling an environment in the middle of one (a game that waits mid-race drops the race after
-its in-race timeout). ``on_reset(True)`` / ``on_reset(False)`` bracket every reset (a game's launch, map
-load and countdown), e.g. to keep a heartbeat going.
+its in-race timeout). An environment kept waiting is checked at most once per
+:data:`WAITING_CHECK_INTERVAL_S` (``check_waiting``, the ``check_between_episodes`` hook of
+:mod:`rulka.collection.owned`): during such steps, and by the caller while it waits for room, so that a
+game that dies or hangs between races is found and relaunched then, not at its next race.
+``on_reset(True)`` / ``on_reset(False)`` bracket every reset (a game's launch, map load and countdown)
+and every such check, e.g. to keep a heartbeat going.
 
 Environments that wait on I/O (a game behind a socket) can be stepped at the same time
 (``concurrent``, :mod:`rulka.collection.concurrent_steps`): their ``reset`` and ``step`` run in a pool
@@ -31,10 +35,15 @@ import numpy as np
 
 from agents.agent import Agent
 from rulka.collection.concurrent_steps import StepPool, use_concurrent_steps
+from rulka.collection.owned import check_between_episodes
 from rulka.collection.rollout import EpisodePlan, EpisodeSpec, Rollout
 from rulka.core_types import RunPhase
 from rulka.level_manager import LevelManager, StepResult
 from rulka.phased_steps import offers_step_phases, run_phases
+
+
+#: Seconds between two checks of the environments that wait between episodes (:meth:`Collector.check_waiting`).
+WAITING_CHECK_INTERVAL_S = 1.0
 
 
 def episode_seed(seed: int, instance: int, episode: int) -> int:
@@ -138,6 +147,7 @@ class Collector:
         self._results: list[StepResult | None] = [None] * n
         self._reset_args: list[tuple[EpisodeSpec, int] | None] = [None] * n
         self._first_observations: list[dict[str, np.ndarray] | None] = [None] * n
+        self._next_waiting_check = 0.0
 
     # ------------------------------------------------------------------ stepping
     def step(self, heatup: bool, start_episodes: bool = True) -> list[Rollout]:
@@ -156,6 +166,8 @@ class Collector:
                     continue
                 to_start.append(slot)
             active.append(slot)
+        if len(active) < len(self.slots):
+            self.check_waiting()
         starting = bool(to_start)
         if self._pool is not None and len(to_start) > 1:
             self._start_episodes_together(to_start)
@@ -210,6 +222,25 @@ class Collector:
     def _apply_one(self, i: int) -> None:
         """Pool task: play the pending action of active environment ``i``."""
         self._results[i] = self._active[i].level.apply(self._pending_actions[i])
+
+    def check_waiting(self) -> None:
+        """Have every environment that waits between episodes check what it runs (the
+        ``check_between_episodes`` hook: a game that died or hung is relaunched now), at most once per
+        :data:`WAITING_CHECK_INTERVAL_S`; bracketed by ``on_reset`` (a relaunch takes as long as a reset)."""
+        now = time.monotonic()
+        if now < self._next_waiting_check:
+            return
+        waiting = [slot for slot in self.slots if slot.level.observation is None and slot.episodes_started]
+        if waiting:
+            if self.on_reset is not None:
+                self.on_reset(True)
+            try:
+                for slot in waiting:
+                    check_between_episodes(slot.level.env)
+            finally:
+                if self.on_reset is not None:
+                    self.on_reset(False)
+        self._next_waiting_check = time.monotonic() + WAITING_CHECK_INTERVAL_S
 
     @property
     def racing(self) -> bool:

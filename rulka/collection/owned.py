@@ -4,7 +4,10 @@ The hook: an environment, or any layer of its wrapper chain (followed through ``
 
 - ``owned_pids() -> tuple[int, ...]``: the processes it started and still runs (a game, its launch
   script); ``()`` when none runs;
-- ``owned_ports() -> tuple[int, ...]``: the ports those processes hold (for messages).
+- ``owned_ports() -> tuple[int, ...]``: the ports those processes hold (for messages);
+- ``check_between_episodes() -> None``: called by a collector now and then while the environment waits
+  between episodes (its collector waits for the learner): it finds a process of its own that died or
+  stopped answering now, not at the next reset, and replaces it (a game relaunched).
 
 Collector processes read both with ``getattr`` (rulka's core knows no environment) and publish them,
 with each process's start time, in their :class:`~rulka.collection.shared.SharedStatus`. When the
@@ -58,6 +61,13 @@ def owned_ports(env: Any) -> tuple[int, ...]:
     """``env.owned_ports()`` of the first layer of ``env``'s wrapper chain that has it, else ``()``."""
     owner = _hook_owner(env, "owned_ports")
     return tuple(int(p) for p in owner.owned_ports()) if owner is not None else ()
+
+
+def check_between_episodes(env: Any) -> None:
+    """``env.check_between_episodes()`` of the first layer of ``env``'s wrapper chain that has it, if any."""
+    owner = _hook_owner(env, "check_between_episodes")
+    if owner is not None:
+        owner.check_between_episodes()
 
 
 def mark_collector_process() -> None:

@@ -141,7 +141,7 @@ def _collector_main(_modules: UserModules, setup: CollectorSetup, collector_id: 
             racing = collector.racing
             if outbox.waiting and (not racing or outbox.full):
                 # every game waits between races (back-pressure), or the local buffer is full: wait here
-                if not outbox.wait_for_room(mid_race=racing):
+                if not outbox.wait_for_room(mid_race=racing, meanwhile=collector.check_waiting):
                     return
                 continue
             rollouts = collector.step(bool(status.heatup.value), start_episodes=not outbox.waiting)
@@ -239,21 +239,25 @@ class _Outbox:
         if self.error is not None:
             raise RuntimeError(f"sending a rollout failed: {self.error!r}") from self.error
 
-    def wait_for_room(self, mid_race: bool) -> bool:
-        """Wait, heartbeat going, until the buffer is empty (between races) or no longer full (mid-race);
-        False when the collector must stop instead."""
+    def wait_for_room(self, mid_race: bool, meanwhile: Callable[[], None] | None = None) -> bool:
+        """Wait, heartbeat going, until the buffer is empty (between races) or no longer full (mid-race),
+        calling ``meanwhile`` (outside the lock) every half second; False when the collector must stop."""
         if mid_race and not self._warned:
             self._warned = True
             log.warning("collector %d: %d actions wait for the learner (performance.collector_buffer_actions = %d) "
                         "in the middle of a race: waiting; a game kept waiting past its in-race timeout loses the "
                         "race", self.collector_id, self.actions, self.max_actions)
-        with self._changed:
-            while self.pending and (not mid_race or self.full):
+        while True:
+            with self._changed:
+                if not (self.pending and (not mid_race or self.full)):
+                    break
                 self.status.beat(self.collector_id)
                 self.check()
                 if self.stopping():
                     return False
                 self._changed.wait(0.5)
+            if meanwhile is not None:
+                meanwhile()
         if not self.pending:
             self._warned = False
         return True

@@ -60,6 +60,7 @@ from rulka.collection.owned import identify, kill_and_wait, mark_collector_proce
 from rulka.collection.processes import build_collector
 from rulka.collection.remote import STARTUP_GRACE_S, RemoteCollection, killed_clause
 from rulka.collection.rollout import Rollout
+from rulka.collection.collector import WAITING_CHECK_INTERVAL_S
 from rulka.collection.collector_setup import CollectorSetup
 from rulka.config import ConfigError
 from rulka.core_types import Counters
@@ -158,20 +159,23 @@ class RayCollectorActor:
         try:
             while True:
                 with self._changed:
-                    while not self._stopping and self.buffer and (
-                            not self.collector.racing or self.buffer_actions >= self.max_buffer_actions):
+                    if self._stopping:
+                        return
+                    waiting = bool(self.buffer)
+                    hold = waiting and (not self.collector.racing or self.buffer_actions >= self.max_buffer_actions)
+                    if hold:
                         if self.collector.racing and not self._warned:
                             self._warned = True
                             log.warning("collector %d: %d actions wait for the learner (performance."
                                         "collector_buffer_actions = %d) in the middle of a race: waiting; a game "
                                         "kept waiting past its in-race timeout loses the race", self.collector_id,
                                         self.buffer_actions, self.max_buffer_actions)
-                        self._changed.wait()
-                    if self._stopping:
-                        return
-                    waiting = bool(self.buffer)
-                    if not waiting:
+                        self._changed.wait(WAITING_CHECK_INTERVAL_S)
+                    elif not waiting:
                         self._warned = False
+                if hold:  # the games waiting between races are checked meanwhile (outside the lock)
+                    self.collector.check_waiting()
+                    continue
                 rollouts = self.collector.step(bool(self.board[2]), start_episodes=not waiting)
                 with self._changed:
                     self.played += self.collector.last_step_actions

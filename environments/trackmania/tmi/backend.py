@@ -143,6 +143,10 @@ class TMIBackend(TrackManiaBackend):
             ) from exc
         return self._to_car(result)
 
+    def check_between_races(self) -> None:
+        """See :meth:`GameInstanceManager.check_between_races`."""
+        self.manager.check_between_races()
+
     @property
     def game_pids(self) -> tuple[int, ...]:
         """Pids of the game instance this backend launched (``()`` when none runs); see

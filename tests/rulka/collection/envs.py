@@ -153,7 +153,8 @@ def record_sources(graph_manager):
 class TimedRace(Corridor):
     """A race of ``length`` steps of ``step_s`` seconds each, whose resets take ``reset_s`` seconds; every
     reset and step is written, with its ``time.monotonic()``, to the file named by RULKA_TEST_TIMELINE
-    (a collector process's timeline: did it stall mid-race, did it wait between races)."""
+    (a collector process's timeline: did it stall mid-race, did it wait between races), and so is every
+    call of the ``check_between_episodes`` hook (did its collector check it while it waited)."""
 
     def __init__(self, length: int = 40, step_s: float = 0.005, reset_s: float = 0.0) -> None:
         super().__init__(length=length, limit=length + 1)
@@ -169,6 +170,9 @@ class TimedRace(Corridor):
         time.sleep(self.reset_s)
         self._note("reset")
         return super().reset(seed=seed, options=options)
+
+    def check_between_episodes(self) -> None:
+        self._note("check")
 
     def step(self, action):
         time.sleep(self.step_s)
@@ -186,11 +190,19 @@ def read_timeline(path) -> list[list[float]]:
     races: list[list[float]] = []
     for line in open(path, encoding="utf-8").read().splitlines():
         kind, at = line.split()
+        if kind == "check":
+            continue
         if kind == "reset":
             races.append([float(at)])
         else:
             races[-1].append(float(at))
     return races
+
+
+def read_checks(path) -> list[float]:
+    """The times of a TimedRace timeline's ``check_between_episodes`` calls."""
+    return [float(line.split()[1]) for line in open(path, encoding="utf-8").read().splitlines()
+            if line.startswith("check ")]
 
 
 class GameOwner(PacedCorridor):

@@ -169,3 +169,50 @@ def test_without_episode_starts_a_finished_environment_waits_and_the_others_play
     assert collector.actions_played == 2 + sum(played)
     collector.step(heatup=True)
     assert collector.racing and [slot.episodes_started for slot in collector.slots] == [2, 2]
+
+
+class _CheckedCorridor(Corridor):
+    """A corridor that counts the collector's ``check_between_episodes`` calls and when they came."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(length=10 ** 6, limit=limit)
+        self.checks: list[bool] = []  # per call: was an episode running?
+        self.running = False
+
+    def reset(self, *, seed=None, options=None):
+        self.running = True
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        result = super().step(action)
+        self.running = not (result[2] or result[3])
+        return result
+
+    def check_between_episodes(self) -> None:
+        self.checks.append(self.running)
+
+
+def test_an_environment_kept_waiting_between_episodes_is_checked_about_once_a_second(monkeypatch):
+    """While the caller holds back new episodes, an environment whose episode ended is checked (the
+    ``check_between_episodes`` hook: a game that died or hung while it waited is found then), never one in
+    the middle of an episode; ``on_reset`` brackets each check (it may relaunch a game); checks come at most
+    once per WAITING_CHECK_INTERVAL_S."""
+    from rulka.collection import collector as collector_module
+
+    agent = _agent()
+    envs = [_CheckedCorridor(limit=3), _CheckedCorridor(limit=30)]
+    levels = [LevelManager(agent, env, InputFilter(), OutputFilter()) for env in envs]
+    brackets: list[bool] = []
+    collector = Collector(agent, levels, [EpisodePlan(), EpisodePlan()], on_reset=brackets.append)
+    monkeypatch.setattr(collector_module, "WAITING_CHECK_INTERVAL_S", 0.0)
+    collector.step(heatup=True)
+    for _ in range(10):
+        collector.step(heatup=True, start_episodes=False)
+    assert envs[0].checks and not any(envs[0].checks) and envs[1].checks == []
+    assert len(envs[0].checks) >= 7  # from its episode's end (3 steps) on, at every step
+    assert brackets[-2:] == [True, False]
+    monkeypatch.setattr(collector_module, "WAITING_CHECK_INTERVAL_S", 60.0)
+    seen = len(envs[0].checks)
+    for _ in range(5):
+        collector.check_waiting()
+    assert len(envs[0].checks) == seen + 1

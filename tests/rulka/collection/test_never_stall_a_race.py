@@ -7,7 +7,7 @@ import time
 import pytest
 
 from rulka.collection.processes import ProcessCollection
-from tests.rulka.collection.envs import make_graph_manager, read_timeline, timed_race_factory
+from tests.rulka.collection.envs import make_graph_manager, read_checks, read_timeline, timed_race_factory
 
 #: A TimedRace is 40 steps of 5 ms: 0.2 s of racing, sent in chunks of 5 actions.
 RACE_ACTIONS = 40
@@ -31,8 +31,10 @@ def _poll_until(collection, heatup, done, timeout_s):
 def test_a_learner_that_does_not_read_stalls_the_collector_between_races_not_inside_one(tmp_path, monkeypatch):
     """Queue share 1 chunk, chunks of 5 actions, races of 40: the learner reads nothing for 3 s. The
     collector plays the whole first race without a pause (it would otherwise wait at its second chunk,
-    mid-race), then waits before the next reset until the learner reads; every chunk of the first race
-    then arrives, in order, and the race is whole."""
+    mid-race), then waits before the next reset until the learner reads, checking its environment meanwhile
+    about once a second (``check_between_episodes``: a game that dies or hangs while it waits is found then,
+    not at the next race), never during a race; every chunk of the first race then arrives, in order, and
+    the race is whole."""
     timeline = tmp_path / "timeline.txt"
     monkeypatch.setenv("RULKA_TEST_TIMELINE", str(timeline))
     graph_manager, collection = _collection(max_rollout_queue_size=1, collector_timeout_s=60.0)
@@ -58,6 +60,9 @@ def test_a_learner_that_does_not_read_stalls_the_collector_between_races_not_ins
     races = read_timeline(timeline)
     waited = races[1][0] - races[0][-1]  # from the first race's end to the second reset
     assert waited > 2.0, f"the collector did not wait between races ({waited:.2f} s)"
+    checks = read_checks(timeline)
+    assert len([t for t in checks if races[0][-1] < t < races[1][0]]) >= 2, "the environment waited unchecked"
+    assert not [t for race in races for t in checks if race[0] < t < race[-1]], "checked during a race"
     assert collection.stats.restarts == 0 and not collection.alive_pids()
 
 

@@ -247,8 +247,9 @@ def test_an_actor_plays_its_race_to_the_end_while_the_learner_pauses_and_waits_b
     """Races of 40 actions (5 ms each) in chunks of 5: the learner takes the first call's chunks, then reads
     nothing for 3 s (a checkpoint, an evaluation). The actor plays the race in flight to its end without a
     pause (its calls in flight alone hold 2 chunks: it used to stop there, mid-race), starts no new race
-    while chunks wait, and once the learner reads again it gets every chunk, in order, and races on."""
-    from tests.rulka.collection.envs import read_timeline, timed_race_to
+    while chunks wait, checking its environment about once a second meanwhile (``check_between_episodes``),
+    and once the learner reads again it gets every chunk, in order, and races on."""
+    from tests.rulka.collection.envs import read_checks, read_timeline, timed_race_to
 
     timeline = tmp_path / "timeline.txt"
     graph_manager = make_graph_manager(env_factory=functools.partial(timed_race_to, str(timeline)), collectors=1,
@@ -276,4 +277,7 @@ def test_an_actor_plays_its_race_to_the_end_while_the_learner_pauses_and_waits_b
     assert [r.length for r in first] == [5] * 8 and first[-1].terminated
     races = read_timeline(timeline)
     assert races[1][0] - races[0][-1] > 2.0 and races[1][0] > paused_at + 2.0, "no wait between races"
+    checks = read_checks(timeline)
+    assert len([t for t in checks if races[0][-1] < t < races[1][0]]) >= 2, "the environment waited unchecked"
+    assert not [t for race in races for t in checks if race[0] < t < race[-1]], "checked during a race"
     assert collection.stats.restarts == 0

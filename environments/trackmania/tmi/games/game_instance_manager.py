@@ -16,6 +16,8 @@ The cycle (``shared/reference/tmi_protocol.md``, "One rollout"):
    checkpoint times (TMInterface documents it for simulation contexts, not for a normal race). Leave
    the game blocked in that message until the next race.
 5. Cut-offs are the environment's decision; :meth:`end_race` leaves the game blocked between races.
+   While it waits there (its collector waits for the learner), :meth:`check_between_races` asks it one
+   short question now and then: a game that died or stopped answering is killed and relaunched at once.
 6. A socket timeout means the game hung: the rollout is discarded (:class:`RolloutDiscarded`) and
    the instance is killed and relaunched; a dropped connection is re-established (or relaunched).
 7. The instance is relaunched every ``game_reboot_interval_s`` between races.
@@ -188,6 +190,8 @@ class GameInstanceManager:
         self._console_closed = True  # set False by each launch: TMInterface opens its console on start
         self._window_focused = True  # likewise: focus once per launch
         self._wheels_checked = False
+        self._pids_seen: tuple[int, ...] = ()  # the game's pids at the last check_between_races
+        self._never_connected = False  # a game launched between races: its first connection gets connect_timeout_s
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -211,6 +215,8 @@ class GameInstanceManager:
         self._console_closed = False
         self._window_focused = False
         self._wheels_checked = False
+        self._never_connected = True
+        self._pids_seen = ()
 
     def _kill(self) -> None:
         self._drop_client()
@@ -234,6 +240,7 @@ class GameInstanceManager:
             self.port, timeout_s=self.config.start_timeout_s, connect_timeout_s=timeout_s
         )
         self.pending = None
+        self._never_connected = False
 
     def _ensure_connected(self) -> None:
         """Launch, reboot or reconnect as needed so that ``self.client`` is connected."""
@@ -248,8 +255,9 @@ class GameInstanceManager:
         if self.client is not None:
             return
         if self.process is not None:
-            try:
-                self._connect(self.config.reconnect_timeout_s)
+            try:  # a game launched between races may still be starting: it gets the launch's timeout
+                cfg = self.config
+                self._connect(cfg.connect_timeout_s if self._never_connected else cfg.reconnect_timeout_s)
                 return
             except TMInterfaceConnectError:
                 log.warning("game instance %d does not accept connections: relaunching", self.instance_index)
@@ -274,6 +282,40 @@ class GameInstanceManager:
             then = "the game still runs: the next race reconnects (or relaunches it)"
         log.warning("%sgame instance %d (port %d): %s; %s", RACE_DISCARDED if in_race else "", self.instance_index,
                     self.port, exc, then)
+
+    def check_between_races(self) -> None:
+        """While no race runs (the collector waits, for the learner say): find a game that died or stopped
+        answering now, not at the next race, kill it and launch a new one at once (a stranger on its port is
+        refused now, :class:`~.launcher.PortHeldError`). A game waiting in our pending message is asked one
+        short question (``is_in_menus``) that the plugin answers while it waits; no answer within
+        ``timeout_during_run_ms`` is a hang, as mid-race. Nothing happens when no game was launched."""
+        if self.race_active or self.process is None:
+            return
+        if self.process.is_alive():
+            self._pids_seen = self.game_pids or self._pids_seen  # to name a game that then dies
+        if self.process.is_alive() and self.client is not None and self.pending is not None:
+            try:
+                self.client.set_timeout(self.config.timeout_during_run_ms / 1000.0)
+                self.client.is_in_menus()
+                return
+            except (TMInterfaceTimeout, TMInterfaceProtocolError) as exc:
+                problem = f"{exc}; the game hung"
+            except TMInterfaceError as exc:
+                if self.process.is_alive():
+                    self._drop_client()
+                    log.warning("game instance %d (port %d) between races: %s; the game still runs: the next race "
+                                "reconnects", self.instance_index, self.port, exc)
+                    return
+                problem = f"{exc}; the game is gone"
+        elif self.process.is_alive():
+            return
+        else:
+            problem = "the game is gone"
+        pids = self.game_pids or self._pids_seen
+        self._kill()
+        log.warning("game instance %d (port %d) between races: %s: killed (pids %s), relaunching it now",
+                    self.instance_index, self.port, problem, ", ".join(map(str, pids)) or "?")
+        self._launch()
 
     def close(self) -> None:
         """Disconnect politely and stop the game if we launched it."""

@@ -202,6 +202,65 @@ def test_game_hung_between_races_is_relaunched_within_the_in_race_timeout(fake_l
         m.close()
 
 
+def test_a_healthy_game_waiting_between_races_is_left_alone_by_the_check(fake_launcher, fast_config):
+    """check_between_races asks a game that waits between races one question: a game that answers keeps
+    its connection and its place, and the next race starts by the usual rewind."""
+    launcher = fake_launcher()
+    m = make_manager(launcher, fast_config)
+    try:
+        m.start_race(MAP)
+        drive_to_finish(m)
+        for _ in range(3):
+            m.check_between_races()
+        assert m.launch_count == 1 and launcher.servers[0].connections == 1
+        rewinds = launcher.servers[0].start_rewinds
+        assert m.start_race(MAP).race_time_ms == 0 and launcher.servers[0].start_rewinds == rewinds + 1
+        assert drive_to_finish(m)[-1].finished
+    finally:
+        m.close()
+
+
+@pytest.mark.reliability
+def test_a_game_that_dies_between_races_is_relaunched_by_the_check(fake_launcher, fast_config):
+    """A game that dies while its collector waits between races is found by check_between_races, not at
+    the next race: a new game is launched at once, and the next race runs on it without another launch."""
+    launcher = fake_launcher()
+    m = make_manager(launcher, fast_config)
+    try:
+        race_a_little(m)
+        m.end_race()
+        launcher.servers[0].terminate()
+        m.check_between_races()
+        assert m.launch_count == 2 and launcher.servers[1].is_alive()
+        m.check_between_races()  # the new game, not yet connected, is left to start
+        assert m.launch_count == 2
+        assert m.start_race(MAP).race_time_ms == 0 and m.launch_count == 2
+        assert drive_to_finish(m)[-1].finished
+    finally:
+        m.close()
+
+
+@pytest.mark.reliability
+def test_a_game_that_hangs_between_races_is_killed_by_the_check_within_the_in_race_timeout(fake_launcher,
+                                                                                          fast_config):
+    """A game stopped (as by SIGSTOP) while it waits between races does not answer the check's question
+    within the in-race timeout (1 s here): it is killed and a new game launched at once."""
+    launcher = fake_launcher()
+    m = make_manager(launcher, fast_config)
+    try:
+        m.start_race(MAP)
+        drive_to_finish(m)
+        launcher.servers[0].freeze()
+        started = time.monotonic()
+        m.check_between_races()
+        took = time.monotonic() - started
+        assert 0.9 <= took < 5.0, f"found hung after {took:.1f} s; the in-race timeout is 1 s"
+        assert not launcher.servers[0].is_alive() and m.launch_count == 2 and launcher.servers[1].is_alive()
+        assert m.start_race(MAP).race_time_ms == 0 and drive_to_finish(m)[-1].finished
+    finally:
+        m.close()
+
+
 @pytest.mark.reliability
 def test_reconnection_waits_the_start_timeout_for_the_games_hello(fake_launcher, fast_config):
     """After a dropped connection the next race starts by a rewind, but the game's first message on the

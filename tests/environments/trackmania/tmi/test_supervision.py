@@ -1,10 +1,10 @@
 """Supervision of game processes under faults, with stand-in games (our real plugin in the AngelScript host),
 the real launcher and collector processes. One training run with two games goes through the faults in turn
-(an orphan game of ours on a port at start, a learner stall, a game killed, a game stopped, a collector
-killed), each checked on what the run logged since it was injected; a run that cannot start (a stranger's
-program on the port) is a short run of its own. Each checks that the run goes on, that the race in flight is
-handled as documented, that a game is relaunched where needed, and that no process of ours is left at the
-end (by pid, not by name).
+(an orphan game of ours on a port at start, a learner stall, games killed and stopped during a learner
+stall, a game killed, a game stopped, a collector killed), each checked on what the run logged since it was
+injected; a run that cannot start (a stranger's program on the port) is a short run of its own. Each checks
+that the run goes on, that the race in flight is handled as documented, that a game is relaunched where
+needed, and that no process of ours is left at the end (by pid, not by name).
 
 The faults share a run because each one's outcome is local: a fault touches one port or one collector, the
 run is expected to recover fully before the next is injected (the check waits for new races on the ports
@@ -119,6 +119,58 @@ def _learner_stalled_mid_race_loses_no_race(run: StandinRun, ports: list[int]) -
     assert "discarded" not in since.text() and "died (exit code" not in since.text(), since.text()[-3000:]
 
 
+def _trace_quiet(run: StandinRun, port: int, quiet_s: float, sizes: dict[int, tuple[int, float]]) -> bool:
+    """The game on ``port`` has written nothing to its trace for ``quiet_s`` (it waits between races)."""
+    path = run.tmp_path / f"trace_{port}.jsonl"
+    size, now = path.stat().st_size if path.is_file() else 0, time.monotonic()
+    if sizes.get(port, (None, 0.0))[0] != size:
+        sizes[port] = (size, now)
+    return now - sizes[port][1] >= quiet_s
+
+
+def _games_failing_while_the_learner_stalls_are_relaunched_then(run: StandinRun, port_kill: int, port_stop: int,
+                                                               stopped: list[int]) -> None:
+    """SIGSTOP the learner; once both games wait between races (their collectors' chunks wait for the
+    learner), SIGKILL one game and SIGSTOP the other. With the learner still stopped, each collector finds
+    its game's fault while it waits (``check_between_episodes``, about once a second: the dead one at once,
+    the stopped one after the in-race timeout), kills it and launches a new game on the port; nothing is
+    discarded (no race was in flight), the collectors are not replaced, and after SIGCONT both ports race."""
+    victims = {port_kill: run.game_on(port_kill), port_stop: run.game_on(port_stop)}
+    collectors = {port: process_info(pid).ppid for port, pid in victims.items()}
+    run.note_all()
+    since = _Since(run)
+    os.kill(run.process.pid, signal.SIGSTOP)
+    try:
+        sizes: dict[int, tuple[int, float]] = {}
+        run.wait(lambda: all([_trace_quiet(run, port, 2.0, sizes) for port in victims]), RECOVER_S,
+                 "both games wait between races")
+        os.kill(victims[port_kill], signal.SIGKILL)
+        os.kill(victims[port_stop], signal.SIGSTOP)
+        stopped.append(victims[port_stop])
+        stopped_at = time.monotonic()
+        for port, victim in victims.items():
+            run.wait(lambda: reaped(victim) and run.game_on(port) not in (None, victim), RECOVER_S,
+                     f"the game on port {port} is replaced while the learner is stopped")
+        assert time.monotonic() - stopped_at >= IN_RACE_TIMEOUT_S - 1, "the stopped game was killed before its timeout"
+        started = {port: run.races_started(port) for port in victims}
+    finally:
+        os.kill(run.process.pid, signal.SIGCONT)
+    for port, collector in collectors.items():
+        assert process_info(run.game_on(port)).ppid == collector, "the same collector relaunched its game"
+    # a new race in each new game's trace, then a mid-race frame of it: the rows races.csv gains first are
+    # the races played before the stall (their chunks waited in the collectors), and a later fault's
+    # "mid-race" must not be read from the killed game's last frame
+    run.wait(lambda: all(run.races_started(port) > started[port] and run.mid_race(port) for port in victims),
+             RECOVER_S, "both new games race after the stall")
+    text = since.text()
+    assert "discarded" not in text and "died (exit code" not in text, text[-3000:]
+    head = "game instance {} (port {}) between races: "
+    gone = [line for line in text.splitlines() if head.format(port_kill - run.base_port, port_kill) in line]
+    hung = [line for line in text.splitlines() if head.format(port_stop - run.base_port, port_stop) in line]
+    assert len(gone) == 1 and "the game is gone" in gone[0] and str(victims[port_kill]) in gone[0], text[-3000:]
+    assert len(hung) == 1 and "the game hung" in hung[0] and str(victims[port_stop]) in hung[0], text[-3000:]
+
+
 def _discard_line(run: StandinRun, port: int) -> str:
     return f"race discarded: game instance {port - run.base_port} (port {port})"
 
@@ -228,12 +280,13 @@ def _collector_killed_mid_race_takes_its_game_along(run: StandinRun, port: int) 
 def test_supervision_faults_in_turn_in_one_run(tmp_path):
     """One run with two stand-in games goes through, in turn: an orphan game of ours (an earlier run's:
     rulka's launch marker, parent gone) holding port 0 at start is killed at the first launch and a new game
-    races there; the learner SIGSTOPped for longer than the in-race timeout mid-race loses no race; a game
-    SIGKILLed mid-race is reaped and relaunched by its own collector (that race discarded, once); a game
-    SIGSTOPped mid-race is killed after the in-race timeout and relaunched (that race discarded, once); a
-    collector SIGKILLed mid-race takes its game along and a new collector and game race on its port. The
-    run goes on after each; no race is counted twice; Ctrl-C (SIGINT) then stops it and no rulka,
-    collector or game process is left (by pid)."""
+    races there; the learner SIGSTOPped for longer than the in-race timeout mid-race loses no race; with the
+    learner stopped again, a game SIGKILLed and another SIGSTOPped while their collectors wait for it between
+    races are found and relaunched during the stall; a game SIGKILLed mid-race is reaped and relaunched by its
+    own collector (that race discarded, once); a game SIGSTOPped mid-race is killed after the in-race timeout
+    and relaunched (that race discarded, once); a collector SIGKILLed mid-race takes its game along and a new
+    collector and game race on its port. The run goes on after each; no race is counted twice; Ctrl-C
+    (SIGINT) then stops it and no rulka, collector or game process is left (by pid)."""
     standin_available()
     run = StandinRun(tmp_path, collectors=2, overrides=(
         f"environment.timeout_during_run_ms={int(IN_RACE_TIMEOUT_S * 1000)}",
@@ -251,6 +304,7 @@ def test_supervision_faults_in_turn_in_one_run(tmp_path):
         run.wait(lambda: len(run.games()) == 2 and len(run.races_of(port_b)) >= 1, START_S, "two games race")
         run.note_all()
         _learner_stalled_mid_race_loses_no_race(run, [port_a, port_b])
+        _games_failing_while_the_learner_stalls_are_relaunched_then(run, port_b, port_a, stopped)
         _game_killed_mid_race_is_relaunched(run, port_b, port_a)
         _game_stopped_mid_race_is_killed_and_relaunched(run, port_b, stopped)
         _collector_killed_mid_race_takes_its_game_along(run, port_a)
