@@ -10,9 +10,10 @@ collector processes, 4 stand-in games launched by ``launch.sh`` as a user's Wine
 160, batch 512, the CPU-sized network) and injects, in this order:
 
 * ``game_kill``: SIGKILL a game. Detected when its collector's next read fails (a ``race discarded``
-  line, or a relaunch between races): at once.
+  line), or, while the collector waits between races, by its check of the game once a second: at once.
 * ``game_stop``: SIGSTOP a game for ``--stop-s`` (60) seconds, then SIGCONT if it still exists. Detected
-  when the collector's read times out: ``environment.timeout_during_run_ms`` (30 s).
+  when the collector's read (mid-race) or its check's question (between races) times out:
+  ``environment.timeout_during_run_ms`` (30 s).
 * ``game_pause``: SIGSTOP a game, SIGCONT after ``--pause-s`` (20) seconds, inside the in-race timeout:
   not a fault to the run (nothing may be discarded; its race goes on).
 * ``collector_kill``: SIGKILL a collector. Detected when the learner sees it exit (checked once a second,

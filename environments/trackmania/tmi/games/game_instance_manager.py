@@ -285,10 +285,14 @@ class GameInstanceManager:
 
     def check_between_races(self) -> None:
         """While no race runs (the collector waits, for the learner say): find a game that died or stopped
-        answering now, not at the next race, kill it and launch a new one at once (a stranger on its port is
-        refused now, :class:`~.launcher.PortHeldError`). A game waiting in our pending message is asked one
-        short question (``is_in_menus``) that the plugin answers while it waits; no answer within
-        ``timeout_during_run_ms`` is a hang, as mid-race. Nothing happens when no game was launched."""
+        answering now, not at the next race, kill it and launch a new one at once. A game waiting in our
+        pending message is asked one short question (``is_in_menus``) that the plugin answers while it
+        waits; no answer within ``timeout_during_run_ms`` is a hang, as mid-race. Nothing happens when no
+        game was launched.
+
+        A launch that fails here (a stranger on the port: :class:`~.launcher.PortHeldError`) is logged now,
+        not raised: the collector may hold finished races not yet sent, which an error would lose. The next
+        race launches again and raises it there, when nothing is held."""
         if self.race_active or self.process is None:
             return
         if self.process.is_alive():
@@ -315,7 +319,12 @@ class GameInstanceManager:
         self._kill()
         log.warning("game instance %d (port %d) between races: %s: killed (pids %s), relaunching it now",
                     self.instance_index, self.port, problem, ", ".join(map(str, pids)) or "?")
-        self._launch()
+        try:
+            self._launch()
+        except Exception as exc:  # noqa: BLE001 - the next race launches again and raises it (see above)
+            self.process = None
+            log.warning("game instance %d (port %d) between races: the relaunch failed: %s; the next race tries "
+                        "again", self.instance_index, self.port, exc)
 
     def close(self) -> None:
         """Disconnect politely and stop the game if we launched it."""

@@ -241,6 +241,38 @@ def test_a_game_that_dies_between_races_is_relaunched_by_the_check(fake_launcher
 
 
 @pytest.mark.reliability
+def test_a_relaunch_refused_between_races_is_logged_then_raised_at_the_next_race(fake_launcher, fast_config, caplog):
+    """A stranger's program took the port of a game that died between races: the check's relaunch is refused
+    (PortHeldError). The check logs the refusal at once but does not raise (its collector may hold finished
+    races not yet sent, which an error would lose); the next race launches again and raises it, and once the
+    stranger is gone a race starts."""
+    from environments.trackmania.tmi.games.launcher import PortHeldError
+
+    fakes = fake_launcher()
+    stranger = {"there": False}
+
+    def launcher(port):
+        if stranger["there"]:
+            raise PortHeldError(f"port {port} is held by a process that rulka did not launch (pid 4242: sleep)")
+        return fakes(port)
+
+    m = make_manager(launcher, fast_config)
+    try:
+        race_a_little(m)
+        m.end_race()
+        fakes.servers[0].terminate()
+        stranger["there"] = True
+        m.check_between_races()
+        assert m.process is None and "held by a process that rulka did not launch (pid 4242" in caplog.text
+        with pytest.raises(PortHeldError):
+            m.start_race(MAP)
+        stranger["there"] = False
+        assert m.start_race(MAP).race_time_ms == 0 and len(fakes.servers) == 2
+    finally:
+        m.close()
+
+
+@pytest.mark.reliability
 def test_a_game_that_hangs_between_races_is_killed_by_the_check_within_the_in_race_timeout(fake_launcher,
                                                                                           fast_config):
     """A game stopped (as by SIGSTOP) while it waits between races does not answer the check's question
