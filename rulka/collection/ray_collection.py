@@ -56,11 +56,11 @@ import numpy as np
 import torch
 
 from agents.agent import Agent
+from rulka.collection.collector import WAITING_CHECK_INTERVAL_S
 from rulka.collection.owned import identify, kill_and_wait, mark_collector_process, owned_pids, owned_ports
 from rulka.collection.processes import build_collector
 from rulka.collection.remote import STARTUP_GRACE_S, RemoteCollection, killed_clause
 from rulka.collection.rollout import Rollout
-from rulka.collection.collector import WAITING_CHECK_INTERVAL_S
 from rulka.collection.collector_setup import CollectorSetup
 from rulka.config import ConfigError
 from rulka.core_types import Counters

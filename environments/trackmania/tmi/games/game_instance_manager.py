@@ -295,9 +295,11 @@ class GameInstanceManager:
         race launches again and raises it there, when nothing is held."""
         if self.race_active or self.process is None:
             return
+        problem = "the game is gone"
         if self.process.is_alive():
             self._pids_seen = self.game_pids or self._pids_seen  # to name a game that then dies
-        if self.process.is_alive() and self.client is not None and self.pending is not None:
+            if self.client is None or self.pending is None:
+                return  # not yet connected (a game launched here), or no message of ours to wait in
             try:
                 self.client.set_timeout(self.config.timeout_during_run_ms / 1000.0)
                 self.client.is_in_menus()
@@ -311,10 +313,6 @@ class GameInstanceManager:
                                 "reconnects", self.instance_index, self.port, exc)
                     return
                 problem = f"{exc}; the game is gone"
-        elif self.process.is_alive():
-            return
-        else:
-            problem = "the game is gone"
         pids = self.game_pids or self._pids_seen
         self._kill()
         log.warning("game instance %d (port %d) between races: %s: killed (pids %s), relaunching it now",
