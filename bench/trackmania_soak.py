@@ -372,6 +372,9 @@ def judge(fault: Fault, log: Log, end_s: float, watch: Watch, games: int) -> Non
     elif fault.kind == "collector_kill":
         found = log.first(r"collector \d+ died( \(exit code -9\))?", fault.at_s)  # a process's exit code, or Ray's
         fault.lost += 1  # its race in flight, never reported: it died with its collector
+        ray_saw = log.first(rf"Worker PID: {fault.pid}\b", fault.at_s)  # the raylet's line (a Ray actor only)
+        if ray_saw is not None:  # how much of the detection time Ray took to report the death, as the soak read it
+            fault.note += f"; Ray's worker-death line read after {ray_saw[0] - fault.at_s:.1f} s"
     elif fault.kind == "node_loss":
         found = log.first(r"collector \d+ died", fault.at_s)
         # the races in flight on the node's games (never reported: they died with it), and any discarded later

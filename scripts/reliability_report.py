@@ -134,6 +134,14 @@ GAME_FAULTS = (
               "it closes its environments and kills the games they still run (pid and start time), exit 143",
               "tests/rulka/collection/test_processes.py::"
               "test_a_collector_sent_sigterm_kills_its_games_while_the_learner_is_frozen"),
+    GameFault("A Ray collector actor on another node dies (SIGKILL) while that node lives",
+              "Ray fails the actor's pending calls at once; the learner reads them at its next poll, or between "
+              "two updates of a training burst (`RayCollection.supervise`, once a second)",
+              "its games on that node are killed by the node's `ProcessKiller`, a small actor the learner started "
+              "there when the actor first reported a game (a method call: no worker process to start then); a "
+              "new actor is started",
+              "tests/rulka/collection/test_multinode.py::"
+              "test_a_dead_actors_games_on_a_worker_node_are_killed_by_the_nodes_killer_started_before"),
     GameFault("A Ray node is lost (its raylet and the collector actor on it die) while its game runs",
               "the game's guard process (not the collector's child) sees the pipe from its collector close and "
               "the collector's parent gone",

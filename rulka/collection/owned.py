@@ -163,3 +163,16 @@ def kill_and_wait(processes: Iterable[tuple[int, int]], wait_s: float) -> list[i
     while any(process_start_time(pid) is not None for pid in killed) and time.monotonic() < deadline:
         time.sleep(0.02)
     return killed
+
+
+class ProcessKiller:
+    """:func:`kill_and_wait` on a machine of its own: a Ray actor (no CPU) started on each node where collector
+    actors report processes, before any is needed, so that a failed collector's processes there are killed by a
+    method call, not by a task that must first start a new worker process on that node (seconds on a busy
+    machine). Its module imports no torch."""
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def kill(self, processes: list[tuple[int, int]], wait_s: float) -> list[int]:
+        return kill_and_wait(processes, wait_s)

@@ -36,8 +36,9 @@ with their start times, ports) with every call's result, and on request (``owned
 group, so it answers while a ``collect`` is stuck launching a game). Before an actor is replaced, and
 when the collection stops, the learner asks a live actor for a fresh report, ends the actor and kills
 the processes last reported, each only under its reported start time: on the learner's own node
-directly, on another node through a Ray task pinned to that node (:func:`~rulka.collection.owned.kill_and_wait`,
-whose module imports no torch: the task's new worker process starts in about a second). ``stop``
+directly, on another node through that node's :class:`~rulka.collection.owned.ProcessKiller`, a small
+actor (no CPU) the learner starts there as soon as an actor there reports a process, so a kill is a
+method call, not a task whose new worker process would start first (seconds on a busy machine). ``stop``
 first lets each actor close its environments (``close``), which ends their games politely. A lost
 node runs no such task: there the environments' own guards must end the games (TrackMania's launcher
 gives each game a guard process that kills it when the process that launched it, the actor, is gone).
@@ -57,7 +58,8 @@ import torch
 
 from agents.agent import Agent
 from rulka.collection.collector import WAITING_CHECK_INTERVAL_S
-from rulka.collection.owned import identify, kill_and_wait, mark_collector_process, owned_pids, owned_ports
+from rulka.collection.owned import (ProcessKiller, identify, kill_and_wait, mark_collector_process, owned_pids,
+                                    owned_ports)
 from rulka.collection.processes import build_collector
 from rulka.collection.remote import STARTUP_GRACE_S, RemoteCollection, killed_clause
 from rulka.collection.rollout import Rollout
@@ -318,9 +320,10 @@ class RayCollection(RemoteCollection[_Actor]):
         self._board_seq = 0  # numbers each state of (counters, heatup, weights) sent to the actors
         self._refreshed_at = 0.0
         self.node_id = self.ray.get_runtime_context().get_node_id()
-        # a task runs in a new worker process of that node, which imports the function's module: owned.py
-        # imports no torch (this module does, seconds more on a busy machine before the games die)
-        self._kill_task = self.ray.remote(num_cpus=0, max_retries=0)(kill_and_wait)
+        # owned.py imports no torch (this module does: seconds more on a busy machine for a killer to start)
+        self._killer_class = self.ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(ProcessKiller)
+        #: Per node other than the learner's where an actor reported processes: its ProcessKiller.
+        self.killers: dict[str, Any] = {}
         #: Per collector, the actor asked for its games by :meth:`supervise` and the question's reference.
         self._probes: dict[int, tuple[_Actor, Any]] = {}
 
@@ -363,19 +366,39 @@ class RayCollection(RemoteCollection[_Actor]):
             self.ray.kill(actor.handle, no_restart=True)
             self._kill_owned(actor)
         self.workers = [None] * self.num_collectors
+        for killer in self.killers.values():
+            self.ray.kill(killer, no_restart=True)
+        self.killers.clear()
 
     def _fresh_owned(self, actor: _Actor) -> None:
         """Ask a live actor for its games now (a game it launched since its last result); keep the last
         report when it does not answer within ``OWNED_WAIT_S`` (dead, or its node is gone)."""
         try:
-            _note_owned(actor, self.ray.get(
-                actor.handle.owned.options(concurrency_group=REFRESH_GROUP).remote(), timeout=OWNED_WAIT_S))
+            report = self.ray.get(actor.handle.owned.options(concurrency_group=REFRESH_GROUP).remote(),
+                                  timeout=OWNED_WAIT_S)
         except Exception:  # noqa: BLE001 - dead actor, lost node, timeout: the last report stands
             return
+        self._keep_report(actor, report)
+
+    def _keep_report(self, actor: _Actor, report: tuple[str, list, list]) -> None:
+        """Keep an actor's report of its games; a report of processes on a node other than the learner's
+        starts that node's :class:`ProcessKiller` if it has none, ready before a failure needs it."""
+        _note_owned(actor, report)
+        if actor.owned and actor.owned_node and actor.owned_node != self.node_id:
+            self._killer(actor.owned_node)
+
+    def _killer(self, node: str) -> Any:
+        """``node``'s ProcessKiller, started now if it has none."""
+        if node not in self.killers:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            self.killers[node] = self._killer_class.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+        return self.killers[node]
 
     def _kill_owned(self, actor: _Actor) -> str:
         """Kill the processes ``actor`` (ended by now) last reported: here when they run on the learner's
-        node, else through a task pinned to their node. A clause for the message ("" when none)."""
+        node, else by their node's ProcessKiller. A clause for the message ("" when none)."""
         processes, ports = actor.owned, actor.ports
         actor.owned, actor.ports = [], []
         if not processes:
@@ -383,14 +406,12 @@ class RayCollection(RemoteCollection[_Actor]):
         if not actor.owned_node or actor.owned_node == self.node_id:
             killed = kill_and_wait(processes, OWNED_WAIT_S)
         else:
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-            task = self._kill_task.options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(actor.owned_node, soft=False),
-            ).remote(processes, OWNED_WAIT_S)
+            killer = self._killer(actor.owned_node)
             try:
-                killed = self.ray.get(task, timeout=OWNED_WAIT_S + 10.0)
+                killed = self.ray.get(killer.kill.remote(processes, OWNED_WAIT_S), timeout=OWNED_WAIT_S + 10.0)
             except Exception as error:  # noqa: BLE001 - the node is gone or busy: the games' guards kill them
+                del self.killers[actor.owned_node]  # the next report from that node starts a new one
+                self.ray.kill(killer, no_restart=True)
                 log.warning("collector %d: could not kill its processes on node %s (%s): the games' guards kill "
                             "them there once the actor is gone", actor.collector_id, actor.owned_node,
                             _first_line(error))
@@ -444,7 +465,7 @@ class RayCollection(RemoteCollection[_Actor]):
                 if not self.ray.wait([probe[1]], num_returns=1, timeout=0)[0]:
                     continue  # the previous question is still under way
                 try:
-                    _note_owned(actor, self.ray.get(probe[1]))
+                    self._keep_report(actor, self.ray.get(probe[1]))
                 except self.ray.exceptions.RayActorError as error:
                     del self._probes[actor.collector_id]
                     self._replace(actor, f"died ({_first_line(error)})")
@@ -487,7 +508,7 @@ class RayCollection(RemoteCollection[_Actor]):
         actor.last_result = time.monotonic()
         actor.pid = pid
         actor.node_id = node_id
-        _note_owned(actor, owned)
+        self._keep_report(actor, owned)
         self._received(actor, chunk)
         self.actions[i] += played
         self.node_actions[node] = self.node_actions.get(node, 0) + played

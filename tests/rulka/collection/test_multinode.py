@@ -1,7 +1,12 @@
 """A real multi-node Ray cluster on this machine: a head (the learner's node, no CPUs for collectors) and two
 worker nodes (ray.cluster_utils.Cluster: separate raylets and object stores), every node on 127.0.0.1.
 Collectors spread over the workers (SCHEDULING_STRATEGY "SPREAD"), cartpole_iqn learns there, and a
-worker node removed mid-run has its collector replaced on the surviving node without losing the run."""
+worker node removed mid-run has its collector replaced on the surviving node without losing the run.
+A collector that dies on a worker node has its processes there killed by that node's ProcessKiller,
+started before the failure."""
+import functools
+import os
+import signal
 import threading
 import time
 
@@ -11,8 +16,7 @@ import pytest
 WORKER_ARGS = dict(num_cpus=1, node_ip_address="127.0.0.1", object_store_memory=100 * 2 ** 20)
 
 
-@pytest.fixture
-def cluster(monkeypatch):
+def _cluster(monkeypatch, workers: int):
     ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'rulka[ray]' runs these tests")
     from ray._private import ray_constants
     from ray.cluster_utils import Cluster
@@ -27,9 +31,25 @@ def cluster(monkeypatch):
         ray.shutdown()
     cluster = Cluster(initialize_head=True, head_node_args=dict(
         num_cpus=0, node_ip_address="127.0.0.1", object_store_memory=150 * 2 ** 20, include_dashboard=False))
-    workers = [cluster.add_node(**WORKER_ARGS) for _ in range(2)]
+    nodes = [cluster.add_node(**WORKER_ARGS) for _ in range(workers)]
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, _node_ip_address="127.0.0.1", logging_level="WARNING")
+    return ray, cluster, nodes
+
+
+@pytest.fixture
+def cluster(monkeypatch):
+    """A head (no CPU) and two worker nodes."""
+    ray, cluster, workers = _cluster(monkeypatch, 2)
+    yield ray, cluster, workers
+    ray.shutdown()
+    cluster.shutdown()
+
+
+@pytest.fixture
+def one_worker(monkeypatch):
+    """A head (no CPU) and one worker node."""
+    ray, cluster, workers = _cluster(monkeypatch, 1)
     yield ray, cluster, workers
     ray.shutdown()
     cluster.shutdown()
@@ -94,3 +114,59 @@ def test_multinode_cluster_learns_cartpole_and_survives_a_lost_node(cluster):
     replacements = {node for cid, incarnation, node in placements if cid == 1 and incarnation >= 2}
     assert replacements == {survivor}, (placements, survivor)
     assert len(returned_ends) == len(set(returned_ends)) == summary.episodes
+
+
+@pytest.mark.reliability
+def test_a_dead_actors_games_on_a_worker_node_are_killed_by_the_nodes_killer_started_before(one_worker, tmp_path):
+    """The actor runs on a worker node (the head has no CPU for it) and reports its "game": the learner starts
+    a ProcessKiller on that node at once, before any failure. The actor is SIGKILLed: its game is killed
+    through that killer (a method call; a task would first start a new worker process on the node, seconds
+    on a busy machine), the replacement is announced within 3 s, and at the end no game is left."""
+    from rulka.collection.owned import process_start_time
+    from tests.rulka.collection.envs import game_owner_factory, make_graph_manager
+
+    ray = one_worker[0]
+    games = tmp_path / "games.txt"
+    graph_manager = make_graph_manager(collector_backend="ray", collectors=1, collector_timeout_s=60.0,
+                                       ray_collector_cpus=0.5,
+                                       env_factory=functools.partial(game_owner_factory, str(games)))
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (graph_manager.improve(50_000, show_progress=False), done.set()))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 120
+        collection = actor = None
+        while time.monotonic() < deadline:
+            collection = graph_manager.collection
+            actor = collection.actors[0] if collection is not None else None
+            if actor is not None and actor.pid and actor.owned and actor.owned_node in collection.killers:
+                break
+            time.sleep(0.1)
+        assert actor is not None and actor.pid and actor.owned, "the actor did not report its game"
+        assert actor.owned_node != collection.node_id, "the actor runs on the learner's node"
+        killer = collection.killers[actor.owned_node]
+        killer_pid = ray.get(killer.pid.remote(), timeout=60)
+        game = actor.owned[0][0]
+        os.kill(actor.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        while time.monotonic() < deadline and not graph_manager.collector_events:  # logged after the kill
+            time.sleep(0.02)
+        noticed_s = time.monotonic() - killed_at
+        assert process_start_time(game) is None, "the dead actor's game was not killed"
+        event = graph_manager.collector_events[0]
+        assert event.startswith("collector 0 died") and f"pids {game}; ports 45678) were killed" in event, event
+        assert noticed_s <= 3.0, f"the replacement was announced {noticed_s:.1f} s after the actor died"
+        assert collection.killers.get(actor.owned_node) is killer and process_start_time(killer_pid) is not None
+    finally:
+        graph_manager.stop_requested = True  # as Ctrl-C does: the run stops its collection and ends
+        thread.join(180)
+        started = [int(pid) for pid in games.read_text().split()] if games.exists() else []
+        alive = [pid for pid in started if process_start_time(pid) is not None]
+        for pid in alive:
+            os.kill(pid, signal.SIGKILL)
+    assert done.is_set() and not alive
+    assert graph_manager.collection.killers == {}, "the run stopped with its killers still up"
+    deadline = time.monotonic() + 10  # ray.kill returns before the process is gone
+    while process_start_time(killer_pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert process_start_time(killer_pid) is None, "the node's killer outlived the run"
