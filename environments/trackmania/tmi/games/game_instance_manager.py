@@ -192,6 +192,7 @@ class GameInstanceManager:
         self._wheels_checked = False
         self._pids_seen: tuple[int, ...] = ()  # the game's pids at the last check_between_races
         self._never_connected = False  # a game launched between races: its first connection gets connect_timeout_s
+        self._relaunch_due = False  # killed after a failed race, not yet relaunched: the check launches it
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -216,6 +217,7 @@ class GameInstanceManager:
         self._window_focused = False
         self._wheels_checked = False
         self._never_connected = True
+        self._relaunch_due = False
         self._pids_seen = ()
 
     def _kill(self) -> None:
@@ -275,6 +277,7 @@ class GameInstanceManager:
         pids = self.game_pids
         if hung or dead:
             self._kill()
+            self._relaunch_due = True
             then = (f"the game hung: killed (pids {', '.join(map(str, pids)) or '?'}), relaunched at the next race"
                     if hung else "the game is gone: relaunched at the next race")
         else:
@@ -287,13 +290,20 @@ class GameInstanceManager:
         """While no race runs (the collector waits, for the learner say): find a game that died or stopped
         answering now, not at the next race, kill it and launch a new one at once. A game waiting in our
         pending message is asked one short question (``is_in_menus``) that the plugin answers while it
-        waits; no answer within ``timeout_during_run_ms`` is a hang, as mid-race. Nothing happens when no
-        game was launched.
+        waits; no answer within ``timeout_during_run_ms`` is a hang, as mid-race. A game killed because its
+        last race failed (hung or dead) is relaunched here too, so a stranger on its port is named now. Nothing
+        happens when no game was launched.
 
         A launch that fails here (a stranger on the port: :class:`~.launcher.PortHeldError`) is logged now,
         not raised: the collector may hold finished races not yet sent, which an error would lose. The next
         race launches again and raises it there, when nothing is held."""
-        if self.race_active or self.process is None:
+        if self.race_active or (self.process is None and not self._relaunch_due):
+            return
+        if self.process is None:  # killed when its race failed
+            self._relaunch_due = False  # one try here; a refusal is raised at the next race
+            log.warning("game instance %d (port %d) between races: the game killed when its race failed: relaunching "
+                        "it now", self.instance_index, self.port)
+            self._relaunch_here()
             return
         problem = "the game is gone"
         if self.process.is_alive():
@@ -317,6 +327,10 @@ class GameInstanceManager:
         self._kill()
         log.warning("game instance %d (port %d) between races: %s: killed (pids %s), relaunching it now",
                     self.instance_index, self.port, problem, ", ".join(map(str, pids)) or "?")
+        self._relaunch_here()
+
+    def _relaunch_here(self) -> None:
+        """Launch a game from :meth:`check_between_races`; a refused launch is logged, not raised."""
         try:
             self._launch()
         except Exception as exc:  # noqa: BLE001 - the next race launches again and raises it (see above)

@@ -241,6 +241,52 @@ def test_a_game_that_dies_between_races_is_relaunched_by_the_check(fake_launcher
 
 
 @pytest.mark.reliability
+def test_a_game_killed_when_its_race_failed_is_relaunched_by_the_next_check(fake_launcher, fast_config, caplog):
+    """A game dies mid-race (the race is discarded, the game killed) and its collector then waits for the
+    learner: the next check_between_races relaunches it at once, not the next race, so a stranger that took
+    its port is named now (the soak of 2026-12-06 23:44 named two such strangers 5.9 and 10.7 s after the
+    game died, at the next race). The check tries once: the refusal is logged, not repeated every second,
+    and the next race raises it. Without a stranger the check's game is the one the next race uses."""
+    from environments.trackmania.tmi.games.launcher import PortHeldError
+
+    fakes = fake_launcher()
+    stranger = {"there": False}
+
+    def launcher(port):
+        if stranger["there"]:
+            raise PortHeldError(f"port {port} is held by a process that rulka did not launch (pid 4242: sleep)")
+        return fakes(port)
+
+    m = make_manager(launcher, fast_config)
+    try:
+        race_a_little(m)
+        fakes.servers[0].terminate()
+        with pytest.raises(RolloutDiscarded):
+            for _ in range(100):
+                m.step(**ACCEL)
+        assert m.process is None and m.launch_count == 1
+        stranger["there"] = True
+        m.check_between_races()
+        assert caplog.text.count("held by a process that rulka did not launch (pid 4242") == 1, caplog.text
+        m.check_between_races()
+        assert caplog.text.count("held by a process that rulka did not launch (pid 4242") == 1, "tried again"
+        with pytest.raises(PortHeldError):
+            m.start_race(MAP)
+        stranger["there"] = False
+        race_a_little(m)  # a new game on the port: launch 2
+        fakes.servers[1].terminate()
+        with pytest.raises(RolloutDiscarded):
+            for _ in range(100):
+                m.step(**ACCEL)
+        m.check_between_races()
+        assert m.launch_count == 3 and fakes.servers[2].is_alive()
+        assert m.start_race(MAP).race_time_ms == 0 and m.launch_count == 3
+        assert drive_to_finish(m)[-1].finished
+    finally:
+        m.close()
+
+
+@pytest.mark.reliability
 def test_a_relaunch_refused_between_races_is_logged_then_raised_at_the_next_race(fake_launcher, fast_config, caplog):
     """A stranger's program took the port of a game that died between races: the check's relaunch is refused
     (PortHeldError). The check logs the refusal at once but does not raise (its collector may hold finished
