@@ -143,6 +143,22 @@ def race_a_little(m) -> None:
         m.step(**ACCEL)
 
 
+def launcher_with_stranger(fake_launcher):
+    """A launcher that refuses (PortHeldError, naming pid 4242) while ``stranger["there"]``, else launches a
+    fake game: (launcher, the fake launcher with its servers, the stranger flag)."""
+    from environments.trackmania.tmi.games.launcher import PortHeldError
+
+    fakes = fake_launcher()
+    stranger = {"there": False}
+
+    def launcher(port):
+        if stranger["there"]:
+            raise PortHeldError(f"port {port} is held by a process that rulka did not launch (pid 4242: sleep)")
+        return fakes(port)
+
+    return launcher, fakes, stranger
+
+
 def test_cut_off_then_new_race(fake_launcher, fast_config):
     """end_race() mid-race leaves the game blocked; the next race rewinds to race time 0 and finishes."""
     launcher = fake_launcher()
@@ -249,14 +265,7 @@ def test_a_game_killed_when_its_race_failed_is_relaunched_by_the_next_check(fake
     and the next race raises it. Without a stranger the check's game is the one the next race uses."""
     from environments.trackmania.tmi.games.launcher import PortHeldError
 
-    fakes = fake_launcher()
-    stranger = {"there": False}
-
-    def launcher(port):
-        if stranger["there"]:
-            raise PortHeldError(f"port {port} is held by a process that rulka did not launch (pid 4242: sleep)")
-        return fakes(port)
-
+    launcher, fakes, stranger = launcher_with_stranger(fake_launcher)
     m = make_manager(launcher, fast_config)
     try:
         race_a_little(m)
@@ -294,14 +303,7 @@ def test_a_relaunch_refused_between_races_is_logged_then_raised_at_the_next_race
     stranger is gone a race starts."""
     from environments.trackmania.tmi.games.launcher import PortHeldError
 
-    fakes = fake_launcher()
-    stranger = {"there": False}
-
-    def launcher(port):
-        if stranger["there"]:
-            raise PortHeldError(f"port {port} is held by a process that rulka did not launch (pid 4242: sleep)")
-        return fakes(port)
-
+    launcher, fakes, stranger = launcher_with_stranger(fake_launcher)
     m = make_manager(launcher, fast_config)
     try:
         race_a_little(m)
