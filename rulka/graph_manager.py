@@ -521,10 +521,11 @@ class BasicRLGraphManager(GraphManager):
         """Train as much as the replay-ratio gate allows, one update at a time; publish the weights
         every ``send_shared_network_every_n_batches`` updates from inside this loop, so collectors
         are never more than that many updates behind the learner's newest published weights; check
-        the collectors every ``SUPERVISE_EVERY_S`` (:meth:`Collection.supervise`)."""
+        the collectors every ``SUPERVISE_EVERY_S`` (:meth:`Collection.supervise`). A stop request (Ctrl-C,
+        SIGTERM) ends the burst after the update in progress."""
         agent = self.agent
         supervised_at = time.monotonic()
-        while agent.updates_allowed() > 0:
+        while agent.updates_allowed() > 0 and not self.stop_requested:
             if time.monotonic() - supervised_at >= SUPERVISE_EVERY_S and self.collection is not None:
                 supervised_at = time.monotonic()
                 supervise = getattr(self.collection, "supervise", None)  # a Protocol match may lack it

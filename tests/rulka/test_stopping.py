@@ -57,3 +57,27 @@ def test_sigterm_stops_collectors_and_writes_a_final_checkpoint(tmp_path):
     assert saved["agent"]["counters"]["env_steps"] > 0
     time.sleep(1.0)
     assert _processes_with(marker) == []
+
+
+def test_a_stop_request_ends_a_training_burst_after_the_update_in_progress():
+    """A burst is as long as the replay ratio allows (a minute and more at batch 512 on a CPU): Ctrl-C or
+    SIGTERM (``stop_requested``) during it ends the burst after the update in progress, not at its end."""
+    from tests.rulka.collection.envs import make_graph_manager
+
+    graph_manager = make_graph_manager(collectors=0)
+    agent = graph_manager.agent
+    graph_manager.improve(300, show_progress=False)  # a replay to sample from
+    agent.config.memory.number_times_single_memory_is_used_before_discard = 1_000.0  # a burst of thousands
+    assert agent.updates_allowed() > 100
+    learn, updates = agent.learn_from_batch, []
+
+    def learn_then_stop(batch):
+        updates.append(1)
+        if len(updates) == 3:
+            graph_manager.stop_requested = True
+        return learn(batch)
+
+    agent.learn_from_batch = learn_then_stop
+    graph_manager.train_and_log()
+    graph_manager.close()
+    assert len(updates) == 3 and agent.updates_allowed() > 100

@@ -144,6 +144,9 @@ def test_a_failed_collectors_game_is_killed_by_the_learner_before_its_replacemen
         assert process_start_time(game) is None, "the failed collector's game was not killed"
         event = graph_manager.collector_events[0]
         assert f"pids {game}; ports 45678) were killed" in event, event
+        while time.monotonic() < deadline and len(_games(games)) < 3:  # the replacement's game
+            time.sleep(0.1)
+        graph_manager.stop_requested = True  # what the test checks has happened: the run's rest adds nothing
         thread.join(120)
     finally:
         thread.join(120)
@@ -179,6 +182,8 @@ def test_a_collector_that_dies_during_a_long_training_burst_is_replaced_within_s
             seen["allowed_then"] = agent.updates_allowed()
         if "kill" not in seen or ("noticed" not in seen and time.monotonic() - seen["kill"] < 10):
             time.sleep(0.25)
+        if "noticed" in seen and time.monotonic() - seen["noticed"] > 2.0:
+            graph_manager.stop_requested = True  # checked: the run's rest adds nothing
         return learn(batch)
 
     agent.learn_from_batch = slow_learn

@@ -107,6 +107,9 @@ def test_an_actors_games_are_killed_when_it_is_replaced_and_when_the_run_stops(r
         assert process_start_time(game) is None, "the dead actor's game was not killed"  # gone, or a zombie
         event = graph_manager.collector_events[0]
         assert event.startswith("collector 0 died") and f"pids {game}; ports 45678) were killed" in event, event
+        while time.monotonic() < deadline and len(games.read_text().split()) < 3:  # the replacement's game
+            time.sleep(0.1)
+        graph_manager.stop_requested = True  # what the test checks has happened: the run's rest adds nothing
     finally:
         thread.join(180)
         started = [int(pid) for pid in games.read_text().split()] if games.exists() else []
@@ -147,6 +150,8 @@ def test_an_actor_that_dies_during_a_long_training_burst_is_replaced_within_seco
             seen["allowed_then"] = agent.updates_allowed()
         if "kill" not in seen or ("noticed" not in seen and time.monotonic() - seen["kill"] < 10):
             time.sleep(0.25)
+        if "noticed" in seen and time.monotonic() - seen["noticed"] > 2.0:
+            graph_manager.stop_requested = True  # checked: the run's rest adds nothing
         return learn(batch)
 
     agent.learn_from_batch = slow_learn
