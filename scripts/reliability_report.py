@@ -59,12 +59,14 @@ GAME_FAULTS = (
               "the race in flight is discarded (`race discarded: game instance N (port P): ...; the game is gone`), "
               "not written to races.csv, and none of its actions is stored (the learner holds a race's chunks "
               "until it ends: `tests/rulka/collection/test_episodes.py`); the dead game is reaped and the same "
-              "collector launches a new game on the same port at the next race",
+              "collector launches a new game on the same port before the next race (at once while it waits for the "
+              "learner: `check_between_races`)",
               f"{SUPERVISION}::test_supervision_faults_in_turn_in_one_run"),
     GameFault("A game hangs mid-race (SIGSTOP)",
               "the collector's read times out after `environment.timeout_during_run_ms` (default 30 s)",
               "the race in flight is discarded (`...; the game hung: killed (pids ...)`); the game is killed "
-              "(SIGKILL works on a stopped process) and reaped, and relaunched on its port at the next race",
+              "(SIGKILL works on a stopped process) and reaped, and relaunched on its port before the next race "
+              "(at once while its collector waits for the learner)",
               f"{SUPERVISION}::test_supervision_faults_in_turn_in_one_run"),
     GameFault("A game dies (SIGKILL) or hangs (SIGSTOP) while its collector waits for the learner between races "
               "(the learner stalled longer than the in-race timeout)",

@@ -34,7 +34,7 @@ def test_a_fault_is_judged_from_the_lines_after_it():
     log.lines = [(90.0, "race discarded: game instance 1 (port 5001): timed out; the game hung: killed (pids 7)"),
                  (120.0, "race discarded: game instance 2 (port 5002): timed out; the game hung: killed (pids 8)"),
                  (131.0, "race discarded: game instance 1 (port 5001): timed out; the game hung: killed (pids 9), "
-                         "relaunched at the next race")]
+                         "relaunched before the next race")]
     fault = soak.Fault(100.0, "game_stop", 9, 5001)
     soak.judge(fault, log, 220.0, soak.Watch(), soak.GAMES)
     assert fault.detected_s == 31.0 and fault.lost == 1 and "pids 9" in fault.done

@@ -268,7 +268,8 @@ class GameInstanceManager:
         self._connect(self.config.connect_timeout_s)
 
     def _handle_failure(self, exc: TMInterfaceError, *, in_race: bool = False) -> None:
-        """Forget the connection; kill the game if it hung or died (relaunch happens on the next start).
+        """Forget the connection; kill the game if it hung or died (relaunched by the next
+        :meth:`check_between_races`, or else by the next start).
 
         Logs one warning that says what was seen and what follows; ``in_race``: a race was in flight
         (it is discarded: the line starts with :data:`RACE_DISCARDED`)."""
@@ -278,8 +279,8 @@ class GameInstanceManager:
         if hung or dead:
             self._kill()
             self._relaunch_due = True
-            then = (f"the game hung: killed (pids {', '.join(map(str, pids)) or '?'}), relaunched at the next race"
-                    if hung else "the game is gone: relaunched at the next race")
+            then = (f"the game hung: killed (pids {', '.join(map(str, pids)) or '?'}), relaunched before the next race"
+                    if hung else "the game is gone: relaunched before the next race")
         else:
             self._drop_client()
             then = "the game still runs: the next race reconnects (or relaunches it)"
