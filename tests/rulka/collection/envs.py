@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import gymnasium as gym
@@ -233,6 +234,21 @@ class GameOwner(PacedCorridor):
 def game_owner_factory(games: str, params, instance: int = 0) -> gym.Env:
     """Use as ``functools.partial(game_owner_factory, path)``."""
     return GameOwner(games)
+
+
+def games_started(path) -> list[int]:
+    """The pids of the "games" that GameOwner environments wrote to ``path``, one per environment made."""
+    return [int(pid) for pid in path.read_text().split()] if path.exists() else []
+
+
+def kill_left(pids) -> list[int]:
+    """Kill whatever of ``pids`` still runs (a failed test leaves nothing behind either); the pids that ran."""
+    from rulka.collection.owned import process_start_time
+
+    alive = [pid for pid in pids if process_start_time(pid) is not None]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    return alive
 
 
 def timed_race_to(timeline: str, params, instance: int = 0) -> gym.Env:

@@ -17,6 +17,7 @@ WORKER_ARGS = dict(num_cpus=1, node_ip_address="127.0.0.1", object_store_memory=
 
 
 def _cluster(monkeypatch, workers: int):
+    """A fixture's body: yields (ray, the cluster, its worker nodes) with Ray connected, then shuts both down."""
     ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'rulka[ray]' runs these tests")
     from ray._private import ray_constants
     from ray.cluster_utils import Cluster
@@ -34,25 +35,21 @@ def _cluster(monkeypatch, workers: int):
     nodes = [cluster.add_node(**WORKER_ARGS) for _ in range(workers)]
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, _node_ip_address="127.0.0.1", logging_level="WARNING")
-    return ray, cluster, nodes
+    yield ray, cluster, nodes
+    ray.shutdown()
+    cluster.shutdown()
 
 
 @pytest.fixture
 def cluster(monkeypatch):
     """A head (no CPU) and two worker nodes."""
-    ray, cluster, workers = _cluster(monkeypatch, 2)
-    yield ray, cluster, workers
-    ray.shutdown()
-    cluster.shutdown()
+    yield from _cluster(monkeypatch, 2)
 
 
 @pytest.fixture
 def one_worker(monkeypatch):
     """A head (no CPU) and one worker node."""
-    ray, cluster, workers = _cluster(monkeypatch, 1)
-    yield ray, cluster, workers
-    ray.shutdown()
-    cluster.shutdown()
+    yield from _cluster(monkeypatch, 1)
 
 
 def test_multinode_cluster_learns_cartpole_and_survives_a_lost_node(cluster):
@@ -134,7 +131,7 @@ def test_a_dead_actors_games_on_a_worker_node_are_killed_by_the_nodes_killer_sta
     through that killer (a method call; a task would first start a new worker process on the node, seconds
     on a busy machine), the replacement is announced within 3 s, and at the end no game is left."""
     from rulka.collection.owned import process_start_time
-    from tests.rulka.collection.envs import game_owner_factory, make_graph_manager
+    from tests.rulka.collection.envs import game_owner_factory, games_started, kill_left, make_graph_manager
 
     ray = one_worker[0]
     games = tmp_path / "games.txt"
@@ -171,10 +168,7 @@ def test_a_dead_actors_games_on_a_worker_node_are_killed_by_the_nodes_killer_sta
     finally:
         graph_manager.stop_requested = True  # as Ctrl-C does: the run stops its collection and ends
         thread.join(180)
-        started = [int(pid) for pid in games.read_text().split()] if games.exists() else []
-        alive = [pid for pid in started if process_start_time(pid) is not None]
-        for pid in alive:
-            os.kill(pid, signal.SIGKILL)
+        alive = kill_left(games_started(games))
     assert done.is_set() and not alive
     assert graph_manager.collection.killers == {}, "the run stopped with its killers still up"
     deadline = time.monotonic() + 10  # ray.kill returns before the process is gone

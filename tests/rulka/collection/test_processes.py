@@ -8,7 +8,8 @@ import time
 import pytest
 
 from rulka.collection.owned import process_start_time
-from tests.rulka.collection.envs import game_owner_factory, make_graph_manager, record_sources
+from tests.rulka.collection.envs import (game_owner_factory, games_started, kill_left, make_graph_manager,
+                                         record_sources)
 
 
 def test_two_collectors_with_batched_environments_feed_one_learner(monkeypatch):
@@ -105,18 +106,6 @@ def test_a_resumed_run_and_a_replaced_collector_continue_episode_numbers(tmp_pat
     assert collection.episodes.started[0] >= max(n for i, n in episodes if i == 0)  # what a replacement starts after
 
 
-def _games(path) -> list[int]:
-    return [int(pid) for pid in path.read_text().split()] if path.exists() else []
-
-
-def _kill_left(pids) -> list[int]:
-    """Kill whatever of ``pids`` still runs (a failed test leaves nothing behind either); the pids that ran."""
-    alive = [pid for pid in pids if process_start_time(pid) is not None]
-    for pid in alive:
-        os.kill(pid, signal.SIGKILL)
-    return alive
-
-
 @pytest.mark.reliability
 @pytest.mark.parametrize("fault", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "hung"])
 def test_a_failed_collectors_game_is_killed_by_the_learner_before_its_replacement_starts(fault, tmp_path):
@@ -144,16 +133,16 @@ def test_a_failed_collectors_game_is_killed_by_the_learner_before_its_replacemen
         assert process_start_time(game) is None, "the failed collector's game was not killed"
         event = graph_manager.collector_events[0]
         assert f"pids {game}; ports 45678) were killed" in event, event
-        while time.monotonic() < deadline and len(_games(games)) < 3:  # the replacement's game
+        while time.monotonic() < deadline and len(games_started(games)) < 3:  # the replacement's game
             time.sleep(0.1)
         graph_manager.stop_requested = True  # what the test checks has happened: the run's rest adds nothing
         thread.join(120)
     finally:
         thread.join(120)
-        alive = _kill_left(_games(games))
+        alive = kill_left(games_started(games))
     assert done.is_set() and not alive
     # the learner's own first environment (it reads the spaces, then closes it) and one per incarnation
-    assert len(_games(games)) == 3
+    assert len(games_started(games)) == 3
 
 
 @pytest.mark.reliability
@@ -190,7 +179,7 @@ def test_a_collector_that_dies_during_a_long_training_burst_is_replaced_within_s
     try:
         graph_manager.improve(3_000, show_progress=False)
     finally:
-        alive = _kill_left(_games(games))
+        alive = kill_left(games_started(games))
     assert "kill" in seen, "no burst of 24 updates came: the test's run changed"
     assert "noticed" in seen, "the dead collector was not noticed within 10 s of a burst"
     assert seen["noticed"] - seen["kill"] <= 3.0, seen
@@ -248,7 +237,7 @@ def test_a_collector_sent_sigterm_kills_its_games_while_the_learner_is_frozen(tm
         assert process.exitcode == 143, process.exitcode
         assert process_start_time(game) is None, "the collector's game outlived it"
     finally:
-        left = _kill_left(_games(games))  # before stop(), whose own kill would hide a leftover
+        left = kill_left(games_started(games))  # before stop(), whose own kill would hide a leftover
         collection.stop()
         graph_manager.close()
     assert not left

@@ -17,8 +17,8 @@ from rulka.config import ConfigError
 from rulka.collection.owned import process_start_time
 from rulka.collection.ray_collection import RayCollection
 from rulka.graph_manager import BasicRLGraphManager
-from tests.rulka.collection.envs import (corridor_factory, game_owner_factory, make_graph_manager, record_sources,
-                                        small_config)
+from tests.rulka.collection.envs import (corridor_factory, game_owner_factory, games_started, kill_left,
+                                        make_graph_manager, record_sources, small_config)
 
 
 def _graph_manager(**performance):
@@ -107,15 +107,13 @@ def test_an_actors_games_are_killed_when_it_is_replaced_and_when_the_run_stops(r
         assert process_start_time(game) is None, "the dead actor's game was not killed"  # gone, or a zombie
         event = graph_manager.collector_events[0]
         assert event.startswith("collector 0 died") and f"pids {game}; ports 45678) were killed" in event, event
-        while time.monotonic() < deadline and len(games.read_text().split()) < 3:  # the replacement's game
+        while time.monotonic() < deadline and len(games_started(games)) < 3:  # the replacement's game
             time.sleep(0.1)
         graph_manager.stop_requested = True  # what the test checks has happened: the run's rest adds nothing
     finally:
         thread.join(180)
-        started = [int(pid) for pid in games.read_text().split()] if games.exists() else []
-        alive = [pid for pid in started if process_start_time(pid) is not None]
-        for pid in alive:  # a failed test leaves nothing behind either
-            os.kill(pid, signal.SIGKILL)
+        started = games_started(games)
+        alive = kill_left(started)
     assert done.is_set() and not alive
     # the learner's own first environment (it reads the spaces, then closes it) and one per actor incarnation
     assert len(started) == 3 and all(process_start_time(pid) is None for pid in started)
@@ -176,10 +174,7 @@ def test_an_actor_that_dies_during_a_long_training_burst_is_replaced_within_seco
         graph_manager.improve(3_000, show_progress=False)
     finally:
         RayCollection._submit = submit
-        started = [int(pid) for pid in games.read_text().split()] if games.exists() else []
-        alive = [pid for pid in started if process_start_time(pid) is not None]
-        for pid in alive:
-            os.kill(pid, signal.SIGKILL)
+        alive = kill_left(games_started(games))
     assert "kill" in seen, "no burst of 24 updates came: the test's run changed"
     assert "noticed" in seen, "the dead actor was not noticed within 10 s of a burst"
     assert seen["noticed"] - seen["kill"] <= 3.0, seen
