@@ -16,8 +16,9 @@ collector processes, 4 stand-in games launched by ``launch.sh`` as a user's Wine
   ``environment.timeout_during_run_ms`` (30 s).
 * ``game_pause``: SIGSTOP a game, SIGCONT after ``--pause-s`` (20) seconds, inside the in-race timeout:
   not a fault to the run (nothing may be discarded; its race goes on).
-* ``collector_kill``: SIGKILL a collector. Detected when the learner sees it exit (checked once a second,
-  also during training); the learner kills its game and starts a new collector.
+* ``collector_kill``: SIGKILL a collector. Detected when the learner sees it exit (collector processes: a
+  thread of the learner's waits on their exits and kills the game at once; Ray actors: checked once a second,
+  also during training); the learner starts a new collector at its next check.
 * ``learner_kill``: SIGKILL the learner (as the OOM killer would). Detected by its collectors (their
   parent gone) and its games' guards: every process of the run must be gone; then the soak resumes the
   run (``rulka --resume``), which loses the races in flight and what was learnt since the last checkpoint.
@@ -372,6 +373,9 @@ def judge(fault: Fault, log: Log, end_s: float, watch: Watch, games: int) -> Non
     elif fault.kind == "collector_kill":
         found = log.first(r"collector \d+ died( \(exit code -9\))?", fault.at_s)  # a process's exit code, or Ray's
         fault.lost += 1  # its race in flight, never reported: it died with its collector
+        replaced = log.first(r"collector \d+ died.*a new collector \d+ starts", fault.at_s)  # the learner's check
+        if found is not None and replaced is not None and replaced[1] != found[1] and replaced[0] < end_s:
+            fault.note += f"; replaced after {replaced[0] - fault.at_s:.1f} s: {replaced[1].strip()[:160]}"
         ray_saw = log.first(rf"Worker PID: {fault.pid}\b", fault.at_s)  # the raylet's line (a Ray actor only)
         if ray_saw is not None:  # how much of the detection time Ray took to report the death, as the soak read it
             fault.note += f"; Ray's worker-death line read after {ray_saw[0] - fault.at_s:.1f} s"

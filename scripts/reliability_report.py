@@ -106,6 +106,15 @@ GAME_FAULTS = (
               "started; before, only after the burst, when the games' guards (60 s) could have killed them first",
               "tests/rulka/collection/test_processes.py::"
               "test_a_collector_that_dies_during_a_long_training_burst_is_replaced_within_seconds"),
+    GameFault("A collector dies while the learner's thread is busy for seconds (one gradient update took 5 s in a "
+              "soak on 2 cores, slowed by the dead collector's game racing on its own)",
+              "a thread of the learner's waits on the collector processes' exits (`ProcessCollection` exit watcher) "
+              "and logs the death at once",
+              "its games killed within a second whatever the learner's thread is doing; the learner's next check "
+              "starts a new collector and names the games killed; before, the games ran until that check "
+              "(1.2-7.9 s after the kill in a soak of 19 kills)",
+              "tests/rulka/collection/test_processes.py::"
+              "test_a_dead_collectors_game_is_killed_at_once_while_the_learners_thread_is_busy"),
     GameFault("A collector is killed while it copies the learner's newest weights",
               "nothing to detect: the weights are shared without a lock (a sequence number; a reader copies again "
               "when a publication began under it)",

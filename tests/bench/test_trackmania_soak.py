@@ -42,6 +42,14 @@ def test_a_fault_is_judged_from_the_lines_after_it():
     log.lines.append((100.8, "rulka: collector 2 died (exit code -9); its processes (pids 10; ports 5003) were killed"))
     soak.judge(killed, log, 220.0, soak.Watch(), soak.GAMES)
     assert abs(killed.detected_s - 0.8) < 1e-9 and killed.lost == 1  # its race in flight, never reported
+    # collector processes: the learner's exit watcher logs the death at once, its next check replaces it
+    watched = soak.Fault(150.0, "collector_kill", 5, 5003)
+    log.lines += [(150.3, "collector 2 died (exit code -9): its processes are killed now, the learner replaces it"),
+                  (153.1, "rulka: collector 2 died (exit code -9); its processes (pids 11; ports 5003) were killed; "
+                          "its unfinished episodes are dropped, a new collector 2 starts")]
+    soak.judge(watched, log, 220.0, soak.Watch(), soak.GAMES)
+    assert abs(watched.detected_s - 0.3) < 1e-9 and "killed now" in watched.done
+    assert "replaced after 3.1 s" in watched.note and "pids 11" in watched.note
 
 
 def test_a_node_loss_loses_its_games_races_and_ray_prefixed_lines_count():

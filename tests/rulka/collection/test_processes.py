@@ -190,6 +190,45 @@ def test_a_collector_that_dies_during_a_long_training_burst_is_replaced_within_s
 
 
 @pytest.mark.reliability
+def test_a_dead_collectors_game_is_killed_at_once_while_the_learners_thread_is_busy(tmp_path, caplog):
+    """The learner's thread is busy and checks nothing (one gradient update took 5 s in a soak on 2 cores,
+    slowed by the dead collector's game racing on its own). A SIGKILLed collector's game is killed within
+    a second all the same, by the collection's exit watcher, which logs the death; the learner's next check
+    replaces the collector and names the game killed. Seen before the fix: the game ran until the learner's
+    next check between updates (1.2-7.9 s after the kill in a soak of 19 kills, goal 6 s)."""
+    games = tmp_path / "games.txt"
+    graph_manager = make_graph_manager(collectors=1, collector_timeout_s=60.0,
+                                       env_factory=functools.partial(game_owner_factory, str(games)))
+    collection = graph_manager.start_collection()
+    caplog.set_level("WARNING", logger="rulka.collection")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not collection.status.read_owned(0)[0]:
+            time.sleep(0.1)
+        [(game, _)], _ = collection.status.read_owned(0)
+        os.kill(collection.children[0].process.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        while process_start_time(game) is not None and time.monotonic() - killed_at < 10:
+            time.sleep(0.02)
+        took = time.monotonic() - killed_at
+        assert process_start_time(game) is None, "the dead collector's game ran on while the learner was busy"
+        assert took < 1.5, f"its game was killed {took:.1f} s after the collector's death"
+        assert any("collector 0 died (exit code -9): its processes are killed now" in record.getMessage()
+                   for record in caplog.records), caplog.text
+        assert not graph_manager.collector_events  # replacing the collector is the learner's, at its next check
+        collection.supervise()
+        assert collection.stats.restarts == 1
+        event = graph_manager.collector_events[0]
+        assert event.startswith("collector 0 died (exit code -9)") and f"pids {game}; ports 45678) were killed" in event
+    finally:
+        left = kill_left(games_started(games)[:2])  # the learner's first environment's and the dead collector's
+        collection.stop()
+        graph_manager.close()
+        kill_left(games_started(games))
+    assert not left
+
+
+@pytest.mark.reliability
 def test_a_collector_found_dead_between_updates_is_reported_with_its_error(tmp_path, monkeypatch):
     """A collector raises and exits while the learner trains (it reads no rollouts): the check between
     updates (``supervise``) reads what the dead collector sent before it died, so the message carries its
