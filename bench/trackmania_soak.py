@@ -16,9 +16,9 @@ collector processes, 4 stand-in games launched by ``launch.sh`` as a user's Wine
   ``environment.timeout_during_run_ms`` (30 s).
 * ``game_pause``: SIGSTOP a game, SIGCONT after ``--pause-s`` (20) seconds, inside the in-race timeout:
   not a fault to the run (nothing may be discarded; its race goes on).
-* ``collector_kill``: SIGKILL a collector. Detected when the learner sees it exit (collector processes: a
-  thread of the learner's waits on their exits and kills the game at once; Ray actors: checked once a second,
-  also during training); the learner starts a new collector at its next check.
+* ``collector_kill``: SIGKILL a collector. Detected by a thread of the learner's, whatever the learner is
+  doing: it waits on the collector processes' exits, or asks each Ray actor for its games every half second;
+  it kills the game at once, and the learner starts a new collector at its next check.
 * ``learner_kill``: SIGKILL the learner (as the OOM killer would). Detected by its collectors (their
   parent gone) and its games' guards: every process of the run must be gone; then the soak resumes the
   run (``rulka --resume``), which loses the races in flight and what was learnt since the last checkpoint.

@@ -145,9 +145,17 @@ GAME_FAULTS = (
               "it closes its environments and kills the games they still run (pid and start time), exit 143",
               "tests/rulka/collection/test_processes.py::"
               "test_a_collector_sent_sigterm_kills_its_games_while_the_learner_is_frozen"),
+    GameFault("A Ray collector actor dies while the learner's thread is busy for seconds",
+              "the actor watcher (a thread of the learner's) asks each actor for its games every half second; "
+              "a failed question is a death",
+              "its games killed within a few seconds of the death (Ray's report included) whatever the learner's "
+              "thread is doing; the learner's next check starts a new actor and names the games killed; before, "
+              "the learner asked only between two updates",
+              "tests/rulka/collection/test_ray_collection.py::"
+              "test_a_dead_actors_game_is_killed_at_once_while_the_learners_thread_is_busy"),
     GameFault("A Ray collector actor on another node dies (SIGKILL) while that node lives",
-              "Ray fails the actor's pending calls at once; the learner reads them at its next poll, or between "
-              "two updates of a training burst (`RayCollection.supervise`, once a second)",
+              "Ray fails the actor's pending calls at once; the actor watcher, a thread of the learner's that asks "
+              "each actor for its games every half second, sees its question fail",
               "its games on that node are killed by the node's `ProcessKiller`, a small actor the learner started "
               "there when the actor first reported a game (a method call: no worker process to start then); a "
               "new actor is started",

@@ -416,6 +416,7 @@ class ProcessCollection(RemoteCollection[_Child]):
         with self._death_lock:
             if child.killed is None:
                 if announce:
+                    child.process.join(1.0)  # its sentinel closes a moment before it can be reaped (its exit code)
                     code = child.process.exitcode
                     log.warning("collector %d died%s: its processes are killed now, the learner replaces it at "
                                 "its next check", child.collector_id, f" (exit code {code})" if code is not None else "")

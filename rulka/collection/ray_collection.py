@@ -33,7 +33,10 @@ stop the run with :class:`~rulka.collection.remote.CollectorFailure`.
 
 Games: each actor reports the processes its environments own (:mod:`rulka.collection.owned`: pids
 with their start times, ports) with every call's result, and on request (``owned``, in the refresh
-group, so it answers while a ``collect`` is stuck launching a game). Before an actor is replaced, and
+group, so it answers while a ``collect`` is stuck launching a game): a thread of the learner's, the actor
+watcher, asks every half second, so an actor that died has its games killed as soon as Ray reports the death,
+whatever the learner's own thread is doing (one gradient update can take seconds on a busy CPU), and the
+learner's next check (:meth:`~RayCollection.poll`, or between updates) replaces it. Before an actor is replaced, and
 when the collection stops, the learner asks a live actor for a fresh report, ends the actor and kills
 the processes last reported, each only under its reported start time: on the learner's own node
 directly, on another node through that node's :class:`~rulka.collection.owned.ProcessKiller`, a small
@@ -80,6 +83,8 @@ REFRESH_GROUP = "refresh"
 SCHEDULING_STRATEGY = "SPREAD"
 #: Seconds the learner waits for an actor's fresh report of its games, and for them to be gone once killed.
 OWNED_WAIT_S = 2.0
+#: Seconds between two questions the actor watcher (a thread of the learner's) asks each actor.
+ACTOR_WATCH_S = 0.5
 _COUNTER_NAMES = ("env_steps", "episodes", "gradient_updates", "transitions_sampled")
 
 
@@ -285,6 +290,9 @@ class _Actor:
     owned: list[tuple[int, int]] = field(default_factory=list)
     ports: list[int] = field(default_factory=list)
     owned_node: str = ""
+    #: Set by the actor watcher when the actor died: why (the message's reason) and what was killed.
+    failure: str | None = None
+    killed: str | None = None
 
 
 class RayCollection(RemoteCollection[_Actor]):
@@ -324,8 +332,11 @@ class RayCollection(RemoteCollection[_Actor]):
         self._killer_class = self.ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(ProcessKiller)
         #: Per node other than the learner's where an actor reported processes: its ProcessKiller.
         self.killers: dict[str, Any] = {}
-        #: Per collector, the actor asked for its games by :meth:`supervise` and the question's reference.
-        self._probes: dict[int, tuple[_Actor, Any]] = {}
+        #: Held by the actor watcher and by the learner's thread while either reads or changes what actors
+        #: reported, kills their processes or replaces one.
+        self._lock = threading.RLock()
+        self._stop_watching = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     @property
     def actors(self) -> list[_Actor | None]:
@@ -333,6 +344,54 @@ class RayCollection(RemoteCollection[_Actor]):
         return self.workers
 
     # ------------------------------------------------------------------ lifecycle
+    def start(self, agent: Agent, heatup: bool) -> None:
+        super().start(agent, heatup)
+        self._stop_watching.clear()
+        self._watcher = threading.Thread(target=self._watch_actors, name="rulka-actor-watch", daemon=True)
+        self._watcher.start()
+
+    def _watch_actors(self) -> None:
+        """The actor watcher (a thread): every ``ACTOR_WATCH_S`` each actor is asked for its games (``owned``,
+        in the refresh group, which answers beside a ``collect``); an answer keeps the report, a failed one
+        means the actor died: its games are killed at once and it is marked for the learner's next check
+        (:meth:`supervise`, :meth:`poll`), which replaces it. Ray's own report of the death takes a moment;
+        the learner's thread, busy with an update, takes no part."""
+        questions: dict[Any, _Actor] = {}
+        while not self._stop_watching.is_set():
+            asked_at = time.monotonic()
+            try:
+                asked = {id(a) for a in questions.values()}
+                for actor in list(self.workers):
+                    if actor is not None and actor.failure is None and id(actor) not in asked:
+                        questions[actor.handle.owned.options(concurrency_group=REFRESH_GROUP).remote()] = actor
+                if questions:
+                    ready, _ = self.ray.wait(list(questions), num_returns=len(questions), timeout=ACTOR_WATCH_S)
+                    for ref in ready:
+                        self._answered(questions.pop(ref), ref)
+            except Exception as error:  # noqa: BLE001 - Ray shutting down under it: the learner's thread goes on
+                if not self._stop_watching.is_set():
+                    log.warning("the actor watcher: %s", _first_line(error))
+            self._stop_watching.wait(max(0.0, ACTOR_WATCH_S - (time.monotonic() - asked_at)))
+
+    def _answered(self, actor: _Actor, ref: Any) -> None:
+        """The actor watcher's question to ``actor`` came back: keep its report, or, when the actor died, kill
+        its games now and mark it."""
+        try:
+            report = self.ray.get(ref)
+        except self.ray.exceptions.RayActorError as error:
+            with self._lock:
+                if actor.failure is None and self.workers[actor.collector_id] is actor:
+                    actor.failure = f"died ({_first_line(error)})"
+                    log.warning("collector %d %s: its processes are killed now, the learner replaces it at its "
+                                "next check", actor.collector_id, actor.failure)
+                    actor.killed = self._kill_owned(actor)
+            return
+        except self.ray.exceptions.RayError:
+            return  # its next collect call says what is wrong
+        with self._lock:
+            if actor.failure is None and self.workers[actor.collector_id] is actor:
+                self._keep_report(actor, report)
+
     def _spawn(self, collector_id: int) -> None:
         self.incarnations[collector_id] += 1
         handle = self.actor_class.remote(UserModules(), self.setup, collector_id, self.incarnations[collector_id],
@@ -351,6 +410,10 @@ class RayCollection(RemoteCollection[_Actor]):
     def stop(self, timeout_s: float = 10.0) -> None:
         """Let the calls under way finish (their chunks are dropped), let every actor close its
         environments, then end the actors and kill whatever processes they still reported."""
+        self._stop_watching.set()
+        if self._watcher is not None:
+            self._watcher.join()
+            self._watcher = None
         live = [a for a in self.actors if a is not None]
         if not live:
             return
@@ -453,27 +516,9 @@ class RayCollection(RemoteCollection[_Actor]):
                     self._board_seq, counters, self.heatup, self.weights)
 
     def supervise(self) -> None:
-        """Between two updates of a training burst: each actor is asked for its games (``owned``, in the
-        refresh group, which answers beside a ``collect``) and its previous answer is read; an actor whose
-        answer failed has died: it is replaced and its games are killed now, not after the burst. No
-        ``collect`` result is read here, so the actors still stop between races while the learner trains."""
-        for actor in self.actors:
-            if actor is None:
-                continue
-            probe = self._probes.get(actor.collector_id)
-            if probe is not None and probe[0] is actor:
-                if not self.ray.wait([probe[1]], num_returns=1, timeout=0)[0]:
-                    continue  # the previous question is still under way
-                try:
-                    self._keep_report(actor, self.ray.get(probe[1]))
-                except self.ray.exceptions.RayActorError as error:
-                    del self._probes[actor.collector_id]
-                    self._replace(actor, f"died ({_first_line(error)})")
-                    continue
-                except self.ray.exceptions.RayError:
-                    pass  # its next collect call says what is wrong
-            question = actor.handle.owned.options(concurrency_group=REFRESH_GROUP).remote()
-            self._probes[actor.collector_id] = (actor, question)
+        """Between two updates of a training burst: an actor the actor watcher found dead (its games killed
+        already) is replaced now, not after the burst. No ``collect`` result is read here, so the actors still
+        stop between races while the learner trains."""
         self.check_health()
 
     def poll(self, heatup: bool, timeout: float = 0.05) -> list[Rollout]:
@@ -508,7 +553,8 @@ class RayCollection(RemoteCollection[_Actor]):
         actor.last_result = time.monotonic()
         actor.pid = pid
         actor.node_id = node_id
-        self._keep_report(actor, owned)
+        with self._lock:
+            self._keep_report(actor, owned)
         self._received(actor, chunk)
         self.actions[i] += played
         self.node_actions[node] = self.node_actions.get(node, 0) + played
@@ -516,13 +562,24 @@ class RayCollection(RemoteCollection[_Actor]):
         return chunk
 
     def check_health(self) -> None:
+        """Replace the actors the actor watcher found dead, and those silent past ``collector_timeout_s``."""
         now = time.monotonic()
-        for actor in self.actors:
-            if actor is not None and now - actor.last_result > self.timeout_s:
-                self._replace(actor, f"sent nothing for {now - actor.last_result:.0f} s "
-                                     f"(collector_timeout_s = {self.timeout_s:g})")
+        with self._lock:
+            for actor in self.actors:
+                if actor is not None and actor.failure is not None:
+                    self._replace(actor, actor.failure)
+                elif actor is not None and now - actor.last_result > self.timeout_s:
+                    self._replace(actor, f"sent nothing for {now - actor.last_result:.0f} s "
+                                         f"(collector_timeout_s = {self.timeout_s:g})")
+
+    def _replace(self, actor: _Actor, reason: str) -> None:
+        with self._lock:
+            super()._replace(actor, reason)
 
     def _end_worker(self, actor: _Actor) -> str:
+        if actor.killed is not None:  # the actor watcher found it dead and killed its games
+            self.ray.kill(actor.handle, no_restart=True)
+            return actor.killed
         self._fresh_owned(actor)
         self.ray.kill(actor.handle, no_restart=True)
         return self._kill_owned(actor)

@@ -122,11 +122,11 @@ def test_an_actors_games_are_killed_when_it_is_replaced_and_when_the_run_stops(r
 @pytest.mark.reliability
 def test_an_actor_that_dies_during_a_long_training_burst_is_replaced_within_seconds(ray, tmp_path):
     """As the process collectors' test of the same name: the actor is SIGKILLed at the start of a burst of
-    at least 6 s of updates (slowed to 0.25 s); the learner's check between updates (``supervise``: each actor
-    asked for its games, beside its collect call) finds the question failed, kills its game and starts a new
-    actor within 3 s, before the burst ends. Without ``RayCollection.supervise`` the death is noticed only at
-    the next poll, after the burst. No collect call is made during the burst (the actors still stop between
-    races while the learner trains)."""
+    at least 6 s of updates (slowed to 0.25 s); the actor watcher (each actor asked for its games every half
+    second, beside its collect call) finds the question failed and kills its game, and the learner's check
+    between updates (``supervise``) starts a new actor, within 3 s, before the burst ends. Without
+    ``RayCollection.supervise`` the death is replaced only at the next poll, after the burst. No collect call is
+    made during the burst (the actors still stop between races while the learner trains)."""
     games = tmp_path / "games.txt"
     graph_manager = _graph_manager(collectors=1, collector_timeout_s=60.0,
                                    env_factory=functools.partial(game_owner_factory, str(games)))
@@ -183,6 +183,47 @@ def test_an_actor_that_dies_during_a_long_training_burst_is_replaced_within_seco
     assert event.startswith("collector 0 died") and f"pids {seen['game']}; ports 45678) were killed" in event, event
     assert graph_manager.collection.stats.restarts == 1 and not alive
     assert submitted_in_burst == [], "a live actor was asked to collect between updates"
+
+
+@pytest.mark.reliability
+def test_a_dead_actors_game_is_killed_at_once_while_the_learners_thread_is_busy(ray, tmp_path, caplog):
+    """As the process collectors' test of the same name: the learner's thread checks nothing (one gradient
+    update took 5 s in a soak on 2 cores). SIGKILL the actor: the actor watcher, a thread of the learner's that
+    asks each actor for its games every half second, sees its question fail, kills the game within 3 s of the
+    kill (Ray's report of the death included) and logs the death; the learner's next check replaces the actor
+    and names the game killed. Before the watcher the learner asked only between two updates."""
+    games = tmp_path / "games.txt"
+    graph_manager = _graph_manager(collectors=1, collector_timeout_s=60.0,
+                                   env_factory=functools.partial(game_owner_factory, str(games)))
+    collection = graph_manager.start_collection()
+    caplog.set_level("WARNING", logger="rulka.collection")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (collection.actors[0].owned and collection.actors[0].pid):
+            collection.poll(heatup=True, timeout=0.1)  # the learner at work until the kill: it learns the actor's pid
+        actor = collection.actors[0]
+        assert actor.owned and actor.ports == [45678], "the actor did not report its game"
+        game = actor.owned[0][0]
+        os.kill(actor.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        while process_start_time(game) is not None and time.monotonic() - killed_at < 15:
+            time.sleep(0.02)
+        took = time.monotonic() - killed_at
+        assert process_start_time(game) is None, "the dead actor's game ran on while the learner was busy"
+        assert took < 3.0, f"its game was killed {took:.1f} s after the actor's death"
+        assert any(record.getMessage().startswith("collector 0 died (") and "its processes are killed now" in
+                   record.getMessage() for record in caplog.records), caplog.text
+        assert not graph_manager.collector_events  # replacing the actor is the learner's, at its next check
+        collection.supervise()
+        assert collection.stats.restarts == 1
+        event = graph_manager.collector_events[0]
+        assert event.startswith("collector 0 died") and f"pids {game}; ports 45678) were killed" in event, event
+    finally:
+        left = kill_left(games_started(games)[:2])  # the learner's first environment's and the dead actor's
+        collection.stop()
+        graph_manager.close()
+        kill_left(games_started(games))
+    assert not left
 
 
 def test_an_unknown_backend_or_missing_ray_is_a_clear_error(monkeypatch):
