@@ -379,8 +379,6 @@ class ProcessCollection(RemoteCollection[_Child]):
         self._pending: list[Rollout] = []
         #: Held while a dead child's processes are killed (the exit watcher) and while the learner's check ends one.
         self._death_lock = threading.RLock()
-        self._watching = threading.Event()
-        self._watcher: threading.Thread | None = None
 
     @property
     def children(self) -> list[_Child | None]:
@@ -388,27 +386,27 @@ class ProcessCollection(RemoteCollection[_Child]):
         return self.workers
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self, agent: Agent, heatup: bool) -> None:
-        super().start(agent, heatup)
-        self._watching.set()
-        self._watcher = threading.Thread(target=self._watch_exits, name="rulka-collector-exits", daemon=True)
-        self._watcher.start()
-
-    def _watch_exits(self) -> None:
-        """The exit watcher (a thread): wait on the children's sentinels; a child that exited has the processes
-        it reported killed at once. Replacing it stays with the learner's thread (its pipe, its episodes)."""
-        while self._watching.is_set():
-            children = {c.process.sentinel: c for c in list(self.workers) if c is not None and c.killed is None}
+    def _watch(self) -> None:
+        """The exit watcher: wait on the children's sentinels; a child that exited has the processes it
+        reported killed at once. Replacing it stays with the learner's thread (its pipe, its episodes)."""
+        left_to_the_learner: set[int] = set()  # children whose kill failed here: the learner's check tries again
+        while not self._stop_watching.is_set():
+            children = {c.process.sentinel: c for c in list(self.workers)
+                        if c is not None and c.killed is None and id(c) not in left_to_the_learner}
             if not children:
-                time.sleep(EXIT_WATCH_S)
+                self._stop_watching.wait(EXIT_WATCH_S)
                 continue
             try:
                 exited = multiprocessing.connection.wait(list(children), EXIT_WATCH_S)
             except (OSError, ValueError):
                 continue  # a sentinel closed under it (the collection stopping): look again
             for sentinel in exited:
-                if self._watching.is_set():
-                    self._kill_for_dead(children[sentinel], announce=True)
+                if not self._stop_watching.is_set():
+                    try:
+                        self._kill_for_dead(children[sentinel], announce=True)
+                    except Exception as error:  # noqa: BLE001 - the learner's check kills and replaces it instead
+                        left_to_the_learner.add(id(children[sentinel]))
+                        log.warning("the exit watcher: collector %d: %s", children[sentinel].collector_id, error)
 
     def _kill_for_dead(self, child: _Child, announce: bool = False) -> str:
         """Kill the processes dead ``child`` reported, once (the exit watcher or the learner's check, whichever
@@ -418,8 +416,9 @@ class ProcessCollection(RemoteCollection[_Child]):
                 if announce:
                     child.process.join(1.0)  # its sentinel closes a moment before it can be reaped (its exit code)
                     code = child.process.exitcode
+                    died = f" (exit code {code})" if code is not None else ""
                     log.warning("collector %d died%s: its processes are killed now, the learner replaces it at "
-                                "its next check", child.collector_id, f" (exit code {code})" if code is not None else "")
+                                "its next check", child.collector_id, died)
                 child.killed = self._kill_owned(child.collector_id)
             return child.killed
 
@@ -441,10 +440,7 @@ class ProcessCollection(RemoteCollection[_Child]):
     def stop(self, timeout_s: float = 10.0) -> None:
         """Ask every collector to stop, then make sure none is left."""
         self.status.stop.value = 1
-        self._watching.clear()  # stopping collectors exit: closing their games is theirs, or this method's
-        if self._watcher is not None:
-            self._watcher.join()
-            self._watcher = None
+        self._stop_watcher()  # stopping collectors exit: closing their games is theirs, or this method's
         if not any(self.children):
             return
         deadline = time.monotonic() + timeout_s

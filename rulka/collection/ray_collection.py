@@ -335,8 +335,6 @@ class RayCollection(RemoteCollection[_Actor]):
         #: Held by the actor watcher and by the learner's thread while either reads or changes what actors
         #: reported, kills their processes or replaces one.
         self._lock = threading.RLock()
-        self._stop_watching = threading.Event()
-        self._watcher: threading.Thread | None = None
 
     @property
     def actors(self) -> list[_Actor | None]:
@@ -344,14 +342,8 @@ class RayCollection(RemoteCollection[_Actor]):
         return self.workers
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self, agent: Agent, heatup: bool) -> None:
-        super().start(agent, heatup)
-        self._stop_watching.clear()
-        self._watcher = threading.Thread(target=self._watch_actors, name="rulka-actor-watch", daemon=True)
-        self._watcher.start()
-
-    def _watch_actors(self) -> None:
-        """The actor watcher (a thread): every ``ACTOR_WATCH_S`` each actor is asked for its games (``owned``,
+    def _watch(self) -> None:
+        """The actor watcher: every ``ACTOR_WATCH_S`` each actor is asked for its games (``owned``,
         in the refresh group, which answers beside a ``collect``); an answer keeps the report, a failed one
         means the actor died: its games are killed at once and it is marked for the learner's next check
         (:meth:`supervise`, :meth:`poll`), which replaces it. Ray's own report of the death takes a moment;
@@ -410,10 +402,7 @@ class RayCollection(RemoteCollection[_Actor]):
     def stop(self, timeout_s: float = 10.0) -> None:
         """Let the calls under way finish (their chunks are dropped), let every actor close its
         environments, then end the actors and kill whatever processes they still reported."""
-        self._stop_watching.set()
-        if self._watcher is not None:
-            self._watcher.join()
-            self._watcher = None
+        self._stop_watcher()
         live = [a for a in self.actors if a is not None]
         if not live:
             return

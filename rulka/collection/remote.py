@@ -6,10 +6,13 @@ and replaces a failed collector in one place (:meth:`RemoteCollection._replace`)
 collector and kills the games it reported (the kind's :meth:`~RemoteCollection._end_worker`), drops
 its unfinished episodes, and starts a new incarnation (:meth:`~RemoteCollection._spawn`), or stops
 the run with :class:`CollectorFailure` after ``MAX_FAILED_STARTS`` failures in a row before any chunk.
+It also runs each kind's watcher (:meth:`~RemoteCollection._watch`), a thread of the learner's that finds a
+dead collector whatever the learner's own thread is doing and kills its games at once.
 """
 from __future__ import annotations
 
 import logging
+import threading
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Generic, Protocol, TypeVar
@@ -96,6 +99,8 @@ class RemoteCollection(Collection, Generic[W]):
         self.timeout_s = perf.collector_timeout_s
         self.workers: list[W | None] = [None] * self.num_collectors
         self.incarnations = [0] * self.num_collectors
+        self._stop_watching = threading.Event()
+        self._watcher: threading.Thread | None = None
         self.failed_starts = [0] * self.num_collectors
         self.received = [0] * self.num_collectors
         self.stats = CollectionStats()
@@ -109,6 +114,21 @@ class RemoteCollection(Collection, Generic[W]):
         self.publish_counters(agent, heatup)
         for i in range(self.num_collectors):
             self._spawn(i)
+        self._stop_watching.clear()
+        self._watcher = threading.Thread(target=self._watch, name="rulka-collector-watcher", daemon=True)
+        self._watcher.start()
+
+    def _watch(self) -> None:
+        """The watcher (a thread of the learner's) until ``_stop_watching`` is set: find a dead collector
+        whatever the learner's thread is doing (one gradient update can take seconds on a busy CPU) and kill
+        its games at once; replacing it stays with the learner's next check. The default watches nothing."""
+
+    def _stop_watcher(self) -> None:
+        """End the watcher (before the collection stops its collectors, which then exit on purpose)."""
+        self._stop_watching.set()
+        if self._watcher is not None:
+            self._watcher.join()
+            self._watcher = None
 
     @abstractmethod
     def _spawn(self, collector_id: int) -> None:

@@ -251,6 +251,29 @@ def kill_left(pids) -> list[int]:
     return alive
 
 
+def check_watcher_kills_at_once(graph_manager, collection, collector_pid: int, game: int, within_s: float,
+                                caplog) -> None:
+    """SIGKILL ``collection``'s collector 0 (``collector_pid``) while the learner's thread does nothing, and
+    check that its ``game`` is gone within ``within_s`` seconds and the death logged (the collection's watcher
+    thread); then that the learner's next check (``supervise``) replaces the collector and names the game."""
+    from rulka.collection.owned import process_start_time
+
+    os.kill(collector_pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    while process_start_time(game) is not None and time.monotonic() - killed_at < within_s + 10:
+        time.sleep(0.02)
+    took = time.monotonic() - killed_at
+    assert process_start_time(game) is None, "the dead collector's game ran on while the learner was busy"
+    assert took < within_s, f"its game was killed {took:.1f} s after the collector's death"
+    assert any(record.getMessage().startswith("collector 0 died (") and "its processes are killed now" in
+               record.getMessage() for record in caplog.records), caplog.text
+    assert not graph_manager.collector_events  # replacing the collector is the learner's, at its next check
+    collection.supervise()
+    assert collection.stats.restarts == 1
+    event = graph_manager.collector_events[0]
+    assert event.startswith("collector 0 died (") and f"pids {game}; ports 45678) were killed" in event, event
+
+
 def timed_race_to(timeline: str, params, instance: int = 0) -> gym.Env:
     """A TimedRace writing to ``timeline`` (for Ray actors, whose environment variables are the cluster's);
     use as ``functools.partial(timed_race_to, path)``."""
