@@ -268,11 +268,19 @@ class SubprocessGame:
         Raises:
             GameLaunchError: the launcher failed, the game died or was never found, or ``timeout_s``
                 passed. The caller kills what was started.
+            PortHeldError: a process that rulka did not launch took the port during the launch (it is
+                not killed; the caller kills what was started).
         """
         deadline = time.monotonic() + timeout_s
         while True:
-            if port_listeners(self.port).listening:
-                if self._find_game() is None:
+            listeners = port_listeners(self.port)
+            if listeners.listening:
+                self._find_game()
+                strangers = sorted(pid for pid in listeners.pids if pid not in self.pids and not is_our_game(pid))
+                if strangers:  # it took the port after free_port_of_our_games looked; our game cannot listen
+                    raise stranger_holds_port(self.port, strangers, " (it took the port while rulka was "
+                                              "launching a game there)")
+                if self.game_pid is None:
                     log.warning("port %d is served but no process named %s* of this launch was found: "
                                 "check TMI_GAME_PROCESS_NAME", self.port, self.game_process_name)
                 return
@@ -415,6 +423,15 @@ def is_our_game(pid: int) -> bool:
     return LAUNCH_MARKER in (process_environ(pid) or {})
 
 
+def stranger_holds_port(port: int, strangers: list[int], when: str = "") -> PortHeldError:
+    """The error for ``port`` held by processes rulka did not launch: their pids and command lines, and the fix."""
+    named = "; ".join(f"pid {pid}: {process_cmdline(pid) or '?'}" for pid in strangers)
+    return PortHeldError(
+        f"port {port} is held by a process that rulka did not launch ({named}){when}. rulka does not kill it: "
+        f"stop it (kill {strangers[0]}) or choose other ports (TMI_BASE_PORT)"
+    )
+
+
 def free_port_of_our_games(port: int, timeout_s: float = 10.0) -> list[int]:
     """Before a launch (Linux and Windows), kill a game of ours that still listens on ``port``; returns its pids.
 
@@ -435,11 +452,7 @@ def free_port_of_our_games(port: int, timeout_s: float = 10.0) -> list[int]:
         )
     strangers = sorted(pid for pid in listeners.pids if not is_our_game(pid))
     if strangers:
-        named = "; ".join(f"pid {pid}: {process_cmdline(pid) or '?'}" for pid in strangers)
-        raise PortHeldError(
-            f"port {port} is held by a process that rulka did not launch ({named}). rulka does not kill it: "
-            f"stop it (kill {strangers[0]}) or choose other ports (TMI_BASE_PORT)"
-        )
+        raise stranger_holds_port(port, strangers)
     killed = sorted(listeners.pids)
     log.warning("port %d is held by a game of ours left from an earlier run (pids %s): killing it", port, killed)
     for pid in killed:

@@ -20,6 +20,7 @@ from environments.trackmania.tmi.games.launcher import (
     GameLaunchError,
     PortHeldError,
     default_launcher,
+    game_pids,
     launch_linux_script,
     pid_alive,
 )
@@ -238,6 +239,28 @@ def test_a_stranger_holding_the_port_is_reported_and_left_alive(scene):
     assert scene.events() == [], "no launch script may run on a port held by a stranger"
     with LaunchLock(scene.lock_path, timeout_s=0.5):
         pass
+
+
+@pytest.mark.reliability
+def test_a_stranger_taking_the_port_during_the_launch_is_reported_at_once(scene):
+    """The port is free when the launch looks, then a program that rulka did not launch listens on it
+    before the game does (a Ray soak of 2026-12-07: the client then waited on the stranger for 64 s
+    before the next launch named it). The launch refuses as soon as the stranger listens, naming its
+    pid; the game it started is killed, the stranger is left alive."""
+    port = free_port()
+    stranger = scene.other_game(port, marker=None, delay=0.5)
+    t0 = time.monotonic()
+    with pytest.raises(PortHeldError) as info:
+        default_launcher(scene.settings(scene.script(delay=4.0)), platform="linux", lock_path=scene.lock_path)(port)
+    assert time.monotonic() - t0 < 3.5, "refused only after the game's own start"
+    message = str(info.value)
+    assert f"pid {stranger}" in message and f"kill {stranger}" in message and "while rulka was launching" in message
+    assert [kind for kind, _, _ in scene.events()] == ["start"], "the launch script ran once"
+    assert pid_alive(stranger) and port_listeners(port).pids == {stranger}
+    deadline = time.monotonic() + 10
+    while game_pids(GAME_NAME) - {stranger} and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert game_pids(GAME_NAME) == {stranger}, "the launched game is killed"
 
 
 @pytest.mark.reliability
