@@ -179,7 +179,9 @@ GAME_FAULTS = (
               "this launch and has no rulka launch marker",
               "not killed: `PortHeldError` at once (its pid and command line, 'while rulka was launching a game "
               "there'); the game started is killed. Before 1caab44 the stranger was taken for the game: named "
-              "64.7 s later in a Ray soak (goal 5 s)",
+              "64.7 s later in a Ray soak (goal 5 s). Not yet: with Ray actors, a refusal at a race's start (the game "
+              "killed mid-race) reaches the log only at the learner's next call on that actor (8.0 s and over 30 s "
+              "in 2 of 19 strangers, bench/results/2026-12-07_ray_soak)",
               "tests/environments/trackmania/tmi/test_launch_lock.py::"
               "test_a_stranger_taking_the_port_during_the_launch_is_reported_at_once"),
 )
