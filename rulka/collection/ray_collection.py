@@ -54,7 +54,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -86,6 +86,19 @@ OWNED_WAIT_S = 2.0
 #: Seconds between two questions the actor watcher (a thread of the learner's) asks each actor.
 ACTOR_WATCH_S = 0.5
 _COUNTER_NAMES = ("env_steps", "episodes", "gradient_updates", "transitions_sampled")
+
+
+class GamesReport(NamedTuple):
+    """An actor's report of itself and its games (:meth:`RayCollectorActor.owned`)."""
+
+    node_id: str
+    #: The actor's own process id (known to the learner from its first report, before any call returned).
+    actor_pid: int
+    #: (pid, start time) of each process its environments own.
+    processes: list[tuple[int, int]]
+    ports: list[int]
+    #: What broke its playing thread (``"ErrorType: message"``), or None while it plays.
+    broken: str | None
 
 
 def import_ray() -> Any:
@@ -246,14 +259,16 @@ class RayCollectorActor:
             self._changed.notify_all()  # the playing thread may start new races
         return rollouts, played, self.node, self.pid, self.node_id, self.owned()
 
-    def owned(self) -> tuple[str, list[tuple[int, int]], list[int]]:
-        """(node id, (pid, start time) of each process its environments own, their ports)."""
+    def owned(self) -> GamesReport:
+        """This actor, the processes its environments own and their ports, and what broke its playing thread."""
         pids: list[int] = []
         ports: list[int] = []
         for slot in self.collector.slots:
             pids.extend(owned_pids(slot.level.env))
             ports.extend(owned_ports(slot.level.env))
-        return self.node_id, identify(pids), ports
+        error = self.error
+        broken = None if error is None else f"{type(error).__name__}: {error}".strip()
+        return GamesReport(self.node_id, self.pid, identify(pids), ports, broken)
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Stop the playing thread (after the step under way), then close the environments (their games)."""
@@ -346,7 +361,9 @@ class RayCollection(RemoteCollection[_Actor]):
         """The actor watcher: every ``ACTOR_WATCH_S`` each actor is asked for its games (``owned``,
         in the refresh group, which answers beside a ``collect``); an answer keeps the report, a failed one
         means the actor died: its games are killed at once and it is marked for the learner's next check
-        (:meth:`supervise`, :meth:`poll`), which replaces it. Ray's own report of the death takes a moment;
+        (:meth:`supervise`, :meth:`poll`), which replaces it. An answer that says the actor's playing thread
+        broke (a game that could not be relaunched at a race's start: a stranger on its port) is logged at once
+        and marks the actor too, as a collector process's exit is seen by the exit watcher. Ray's own report of the death takes a moment;
         the learner's thread, busy with an update, takes no part."""
         questions: dict[Any, _Actor] = {}
         while not self._stop_watching.is_set():
@@ -383,6 +400,10 @@ class RayCollection(RemoteCollection[_Actor]):
         with self._lock:
             if actor.failure is None and self.workers[actor.collector_id] is actor:
                 self._keep_report(actor, report)
+                if report.broken is not None:  # its playing thread broke: said now, not at the learner's next call
+                    actor.failure = f"stopped playing: {report.broken}"
+                    log.warning("collector %d %s; the learner replaces it at its next check", actor.collector_id,
+                                actor.failure)
 
     def _spawn(self, collector_id: int) -> None:
         self.incarnations[collector_id] += 1
@@ -432,7 +453,7 @@ class RayCollection(RemoteCollection[_Actor]):
             return
         self._keep_report(actor, report)
 
-    def _keep_report(self, actor: _Actor, report: tuple[str, list, list]) -> None:
+    def _keep_report(self, actor: _Actor, report: GamesReport) -> None:
         """Keep an actor's report of its games; a report of processes on a node other than the learner's
         starts that node's :class:`ProcessKiller` if it has none, ready before a failure needs it."""
         _note_owned(actor, report)
@@ -575,7 +596,7 @@ class RayCollection(RemoteCollection[_Actor]):
 
     # ------------------------------------------------------------------ metrics
     def alive_pids(self) -> list[int]:
-        """PIDs of the actors that have returned a call and still run (on their own nodes)."""
+        """PIDs of the actors that have reported (a call's result or an answer to the actor watcher) and still run."""
         return [a.pid for a in self.actors if a is not None and a.pid]
 
     def queue_depth(self) -> int:
@@ -598,11 +619,10 @@ class RayCollection(RemoteCollection[_Actor]):
         return dict(self.node_actions)
 
 
-def _note_owned(actor: _Actor, report: tuple[str, list, list]) -> None:
-    """Keep an actor's report of its games (:meth:`RayCollectorActor.owned`: node id, (pid, start time)
-    pairs, ports)."""
-    node_id, processes, ports = report
-    actor.owned_node, actor.owned, actor.ports = node_id, [tuple(p) for p in processes], list(ports)
+def _note_owned(actor: _Actor, report: GamesReport) -> None:
+    """Keep an actor's report of its games and its pid (what broke its playing thread is not kept here)."""
+    actor.owned_node, actor.owned, actor.ports = report.node_id, [tuple(p) for p in report.processes], list(report.ports)
+    actor.pid = report.actor_pid
 
 
 def _first_line(error: BaseException) -> str:

@@ -83,6 +83,28 @@ def paced_corridor_factory(params, instance: int = 0) -> gym.Env:
     return PacedCorridor()
 
 
+class RefusingCorridor(PacedCorridor):
+    """The paced corridor whose races cannot start once the file ``trigger`` exists, as a game that cannot be
+    relaunched at a race's start (a stranger took its port): ``reset`` waits half a second (the launch), appends
+    the time to ``trigger + ".raised"`` and raises an error that names the stranger."""
+
+    def __init__(self, trigger: str) -> None:
+        super().__init__()
+        self.trigger = trigger
+
+    def reset(self, *, seed=None, options=None):
+        if os.path.exists(self.trigger):
+            time.sleep(0.5)
+            with open(self.trigger + ".raised", "a") as raised:
+                raised.write(f"{time.time()}\n")
+            raise RuntimeError("port 45678 is held by pid 4242, which rulka did not launch: stop it")
+        return super().reset(seed=seed, options=options)
+
+
+def refusing_corridor_factory(trigger: str, params, instance: int = 0) -> gym.Env:
+    return RefusingCorridor(trigger)
+
+
 def corridor_factory(params, instance: int = 0) -> gym.Env:
     """Environment ``instance``; collector processes whose incarnation is 1 get the fault of RULKA_TEST_FAULT.
 
@@ -241,6 +263,14 @@ def games_started(path) -> list[int]:
     return [int(pid) for pid in path.read_text().split()] if path.exists() else []
 
 
+def sigkill(pid: int) -> None:
+    """SIGKILL process ``pid``; a pid of 0 or less is refused, as ``os.kill(0, ...)`` would kill the test run's
+    whole process group (pytest included: the CI run of 2026-12-07 ended with exit code 137 that way, an actor
+    killed while its pid was still unknown)."""
+    assert pid > 0, f"no process to kill (pid {pid}): os.kill would signal this test run's process group"
+    os.kill(pid, signal.SIGKILL)
+
+
 def kill_left(pids) -> list[int]:
     """Kill whatever of ``pids`` still runs (a failed test leaves nothing behind either); the pids that ran."""
     from rulka.collection.owned import process_start_time
@@ -258,7 +288,7 @@ def check_watcher_kills_at_once(graph_manager, collection, collector_pid: int, g
     thread); then that the learner's next check (``supervise``) replaces the collector and names the game."""
     from rulka.collection.owned import process_start_time
 
-    os.kill(collector_pid, signal.SIGKILL)
+    sigkill(collector_pid)
     killed_at = time.monotonic()
     while process_start_time(game) is not None and time.monotonic() - killed_at < within_s + 10:
         time.sleep(0.02)

@@ -5,8 +5,6 @@ worker node removed mid-run has its collector replaced on the surviving node wit
 A collector that dies on a worker node has its processes there killed by that node's ProcessKiller,
 started before the failure."""
 import functools
-import os
-import signal
 import threading
 import time
 
@@ -131,7 +129,7 @@ def test_a_dead_actors_games_on_a_worker_node_are_killed_by_the_nodes_killer_sta
     through that killer (a method call; a task would first start a new worker process on the node, seconds
     on a busy machine), the replacement is announced within 3 s, and at the end no game is left."""
     from rulka.collection.owned import process_start_time
-    from tests.rulka.collection.envs import game_owner_factory, games_started, kill_left, make_graph_manager
+    from tests.rulka.collection.envs import game_owner_factory, games_started, kill_left, make_graph_manager, sigkill
 
     ray = one_worker[0]
     games = tmp_path / "games.txt"
@@ -155,7 +153,7 @@ def test_a_dead_actors_games_on_a_worker_node_are_killed_by_the_nodes_killer_sta
         killer = collection.killers[actor.owned_node]
         killer_pid = ray.get(killer.pid.remote(), timeout=60)
         game = actor.owned[0][0]
-        os.kill(actor.pid, signal.SIGKILL)
+        sigkill(actor.pid)
         killed_at = time.monotonic()
         while time.monotonic() < deadline and not graph_manager.collector_events:  # logged after the kill
             time.sleep(0.02)

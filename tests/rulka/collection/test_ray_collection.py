@@ -5,7 +5,6 @@ saying why, only where Ray is not installed (``pip install 'rulka[ray]'``).
 """
 import functools
 import os
-import signal
 import sys
 import threading
 import time
@@ -18,7 +17,8 @@ from rulka.collection.owned import process_start_time
 from rulka.collection.ray_collection import RayCollection
 from rulka.graph_manager import BasicRLGraphManager
 from tests.rulka.collection.envs import (check_watcher_kills_at_once, corridor_factory, game_owner_factory,
-                                        games_started, kill_left, make_graph_manager, record_sources, small_config)
+                                        games_started, kill_left, make_graph_manager, record_sources,
+                                        refusing_corridor_factory, sigkill, small_config)
 
 
 def _graph_manager(**performance):
@@ -99,9 +99,10 @@ def test_an_actors_games_are_killed_when_it_is_replaced_and_when_the_run_stops(r
             time.sleep(0.1)
         actor = graph_manager.collection.actors[0]
         assert actor.owned and actor.ports == [45678], "the actor did not report its game"
+        assert actor.pid, "the actor's report of its games did not say its pid"
         game = actor.owned[0][0]
         assert actor.owned_node == graph_manager.collection.node_id
-        os.kill(actor.pid, signal.SIGKILL)  # the actor dies without closing its environment
+        sigkill(actor.pid)  # the actor dies without closing its environment
         while time.monotonic() < deadline and not graph_manager.collector_events:  # logged after the kill
             time.sleep(0.1)
         assert process_start_time(game) is None, "the dead actor's game was not killed"  # gone, or a zombie
@@ -141,7 +142,7 @@ def test_an_actor_that_dies_during_a_long_training_burst_is_replaced_within_seco
         actor = graph_manager.collection.actors[0]
         if "kill" not in seen and agent.updates_allowed() >= 24 and actor is not None and actor.owned:
             seen["game"] = actor.owned[0][0]
-            os.kill(actor.pid, signal.SIGKILL)
+            sigkill(actor.pid)
             seen["kill"] = time.monotonic()
         if "kill" in seen and "noticed" not in seen and graph_manager.collector_events:
             seen["noticed"] = time.monotonic()
@@ -211,6 +212,51 @@ def test_a_dead_actors_game_is_killed_at_once_while_the_learners_thread_is_busy(
         graph_manager.close()
         kill_left(games_started(games))
     assert not left
+
+
+@pytest.mark.reliability
+def test_an_actor_whose_race_cannot_start_is_named_at_once_while_the_learners_thread_is_busy(ray, tmp_path, caplog):
+    """A game that cannot be relaunched at a race's start (a stranger took its port) ends the actor's playing
+    thread. The actor watcher, which asks every actor for its games every half second, hears it in the answer:
+    the error is logged within 2 s with the learner's thread idle, and the learner's next check replaces the
+    actor and names the error. Before, the error waited in the actor until the learner's next call took it: in
+    the 10-minute stranger check of 2026-12-07 (Ray, 2 cores) two strangers were named 8 s late."""
+    trigger = tmp_path / "refuse"
+    raised = tmp_path / "refuse.raised"
+    graph_manager = _graph_manager(collectors=1, collector_timeout_s=60.0,
+                                   env_factory=functools.partial(refusing_corridor_factory, str(trigger)))
+    collection = graph_manager.start_collection()
+    caplog.set_level("WARNING", logger="rulka.collection")
+
+    def named() -> bool:
+        return any("collector 0 stopped playing: RuntimeError: port 45678 is held by pid 4242" in record.getMessage()
+                   for record in caplog.records)
+
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not collection.actors[0].pid:
+            collection.poll(heatup=True, timeout=0.1)  # the learner at work until it knows the actor
+        assert collection.actors[0].pid, "the actor sent nothing within 120 s"
+        trigger.touch()
+        collection.poll(heatup=True, timeout=0.1)  # takes what the actor holds: it starts new races, which fail
+        while not raised.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert raised.exists(), "the actor started no race after the learner's call"
+        raised_at = float(raised.read_text().split()[0])
+        while not named() and time.time() - raised_at < 10:
+            time.sleep(0.02)
+        took = time.time() - raised_at
+        assert named(), caplog.text
+        assert took < 2.0, f"the error was logged {took:.1f} s after the actor's race failed to start"
+        assert not graph_manager.collector_events  # replacing the actor is the learner's, at its next check
+        collection.supervise()
+        assert collection.stats.restarts == 1
+        event = graph_manager.collector_events[0]
+        assert event.startswith("collector 0 stopped playing: RuntimeError: port 45678 is held by pid 4242"), event
+    finally:
+        trigger.unlink(missing_ok=True)
+        collection.stop()
+        graph_manager.close()
 
 
 def test_an_unknown_backend_or_missing_ray_is_a_clear_error(monkeypatch):
