@@ -242,9 +242,9 @@ class RayCollectorActor:
         return version, updates
 
     def collect(self, seq: int, counters: np.ndarray, heatup: bool,
-                weights: tuple[int, int, list[Any]] | None) -> tuple[list[Rollout], int, str, int, str, Any]:
+                weights: tuple[int, int, list[Any]] | None) -> tuple[list[Rollout], int, str, GamesReport]:
         """The chunks played since the last call, waiting for at least one: (chunks, actions played, node
-        IP, pid, node id, games as :meth:`owned` reports them). Raises what broke the playing thread.
+        IP, this actor and its games as :meth:`owned` reports them). Raises what broke the playing thread.
 
         The arguments are the learner's state when the call was queued; a newer ``refresh`` wins.
         """
@@ -257,7 +257,7 @@ class RayCollectorActor:
             rollouts, played = self.buffer, self.played
             self.buffer, self.buffer_actions, self.played = [], 0, 0
             self._changed.notify_all()  # the playing thread may start new races
-        return rollouts, played, self.node, self.pid, self.node_id, self.owned()
+        return rollouts, played, self.node, self.owned()
 
     def owned(self) -> GamesReport:
         """This actor, the processes its environments own and their ports, and what broke its playing thread."""
@@ -363,8 +363,8 @@ class RayCollection(RemoteCollection[_Actor]):
         means the actor died: its games are killed at once and it is marked for the learner's next check
         (:meth:`supervise`, :meth:`poll`), which replaces it. An answer that says the actor's playing thread
         broke (a game that could not be relaunched at a race's start: a stranger on its port) is logged at once
-        and marks the actor too, as a collector process's exit is seen by the exit watcher. Ray's own report of the death takes a moment;
-        the learner's thread, busy with an update, takes no part."""
+        and marks the actor too, as the exit watcher sees a collector process's exit. Ray's own report of the
+        death takes a moment; the learner's thread, busy with an update, takes no part."""
         questions: dict[Any, _Actor] = {}
         while not self._stop_watching.is_set():
             asked_at = time.monotonic()
@@ -552,7 +552,7 @@ class RayCollection(RemoteCollection[_Actor]):
     def _receive(self, actor: _Actor, call: _Call) -> list[Rollout]:
         actor.calls.remove(call)
         try:
-            chunk, played, node, pid, node_id, owned = self.ray.get(call.ref)
+            chunk, played, node, report = self.ray.get(call.ref)
         except self.ray.exceptions.RayActorError as error:
             self._replace(actor, f"died ({_first_line(error)})")
             return []
@@ -561,10 +561,9 @@ class RayCollection(RemoteCollection[_Actor]):
             return []
         i = actor.collector_id
         actor.last_result = time.monotonic()
-        actor.pid = pid
-        actor.node_id = node_id
+        actor.node_id = report.node_id
         with self._lock:
-            self._keep_report(actor, owned)
+            self._keep_report(actor, report)  # the actor's pid too
         self._received(actor, chunk)
         self.actions[i] += played
         self.node_actions[node] = self.node_actions.get(node, 0) + played
@@ -596,7 +595,7 @@ class RayCollection(RemoteCollection[_Actor]):
 
     # ------------------------------------------------------------------ metrics
     def alive_pids(self) -> list[int]:
-        """PIDs of the actors that have reported (a call's result or an answer to the actor watcher) and still run."""
+        """PIDs of the actors that have reported (a call's result, an answer to the actor watcher) and still run."""
         return [a.pid for a in self.actors if a is not None and a.pid]
 
     def queue_depth(self) -> int:
@@ -621,8 +620,8 @@ class RayCollection(RemoteCollection[_Actor]):
 
 def _note_owned(actor: _Actor, report: GamesReport) -> None:
     """Keep an actor's report of its games and its pid (what broke its playing thread is not kept here)."""
-    actor.owned_node, actor.owned, actor.ports = report.node_id, [tuple(p) for p in report.processes], list(report.ports)
-    actor.pid = report.actor_pid
+    actor.owned_node, actor.pid = report.node_id, report.actor_pid
+    actor.owned, actor.ports = [tuple(p) for p in report.processes], list(report.ports)
 
 
 def _first_line(error: BaseException) -> str:
