@@ -249,6 +249,8 @@ class FakeGameServer:
             if not chunk:
                 raise _Dropped("client closed the connection")
             buf += chunk
+        while self._frozen and not self._stop.is_set():  # frozen while it waited in recv: a stopped game reads
+            time.sleep(0.01)                              # nothing, so what came is handled only once it runs
         return buf
 
     def _wait_for(self, sync_id: int) -> None:
