@@ -71,7 +71,9 @@ def test_psutil_and_proc_give_the_same_process_facts(monkeypatch):
     """A child process (its parent, session, environment, command line) and a listening socket read
     through psutil and, without it, through /proc; psutil's start times tell processes apart as /proc's do."""
     pytest.importorskip("psutil")
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=dict(os.environ, RULKA_FACT="1"))
+    child = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
+                             env=dict(os.environ, RULKA_FACT="1"), stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "ready\n"  # exec'd: before it, /proc shows the parent's environment
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen()
@@ -91,6 +93,7 @@ def test_psutil_and_proc_give_the_same_process_facts(monkeypatch):
     finally:
         child.kill()
         child.wait()
+        child.stdout.close()
         server.close()
     assert processes.process_info(child.pid) is None
 
