@@ -60,6 +60,7 @@ import csv
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -78,6 +79,9 @@ from environments.trackmania.tmi.standin.build import LAUNCH_SCRIPT, StandinBuil
 from environments.trackmania.tmi.standin.ports import free_port_block  # noqa: E402
 from rulka.checkpoints import LAST  # noqa: E402
 from rulka.machine import describe_machine, machine_line  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from linesight_logs import event_files, read_scalars  # noqa: E402
 
 STANDIN_YAML = ROOT / "presets" / "trackmania_iqn_uni_standin.yaml"
 FAULTS = ("game_kill", "game_stop", "game_pause", "collector_kill", "learner_kill", "stranger_port")
@@ -231,6 +235,33 @@ def read_races(path: Path) -> list[dict[str, str]]:
         return []
     with path.open() as f:
         return list(csv.DictReader(f))
+
+
+def learner_updates(tensorboard: Path) -> tuple[int, float | None]:
+    """(gradient updates over the run, median learner training fraction) from the run's TensorBoard files.
+
+    Each incarnation writes its own file; a resumed run's counter starts from its checkpoint's, so each file
+    adds its last ``RL/gradient_updates`` minus its first (a resumed run logs its first value before it trains:
+    its replay memory starts empty), good to the counter's logging interval. The training fraction (``Performance/learner_training_fraction``, the
+    share of the learner's time spent in updates) near 1 says the learner set the pace: the collectors waited
+    for its replay ratio, and the actions stored follow its updates, not the games."""
+    updates, fractions = 0, []
+    for path in event_files(tensorboard):
+        counts = [(step, value) for tag, step, _, value in read_scalars(path) if tag == "RL/gradient_updates"]
+        fractions += [value for tag, step, _, value in read_scalars(path) if tag == "Performance/learner_training_fraction"]
+        if counts:
+            counts.sort()
+            updates += int(counts[-1][1] - counts[0][1])
+    return updates, (statistics.median(fractions) if fractions else None)
+
+
+def learner_line(tensorboard: Path, stored: int) -> str:
+    """The printout's line on the learner: its updates, actions stored per update, its training fraction."""
+    updates, fraction = learner_updates(tensorboard)
+    per_update = f"{stored / updates:.1f} actions stored per update" if updates else "no update logged"
+    busy = "-" if fraction is None else f"{fraction:.2f}"
+    return (f"learner: {updates} gradient updates ({per_update}); median training fraction {busy} "
+            "(near 1: the learner set the pace and the collectors waited for its replay ratio)")
 
 
 def stored_outside_races(rows: list[dict[str, str]], resumed_at_rows: list[int]) -> tuple[int, int]:
@@ -587,6 +618,7 @@ def main(argv: list[str] | None = None) -> int:
         f"written: {'final checkpoint written' in text}); incarnations {run.incarnation}",
         f"races done (races.csv): {len(rows)}; actions stored over the run: {stored} "
         f"({stored / max(elapsed, 1e-9):.1f} actions/s)",
+        learner_line(run.run_dir / "tensorboard", stored),
         f"faults injected: {len(faults)} ({', '.join(f'{k} {sum(f.kind == k for f in faults)}' for k in kinds) or '-'})",
         f"games launched: {len(watch.launches)}; collector processes: {len(watch.collectors)}; "
         f"'race discarded' lines: {discarded}; tracebacks in the log: {text.count('Traceback')}",

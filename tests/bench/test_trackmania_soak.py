@@ -66,3 +66,22 @@ def test_a_node_loss_loses_its_games_races_and_ray_prefixed_lines_count():
     fault = soak.Fault(200.0, "node_loss", 55, None, node_ports=[5002, 5003])
     soak.judge(fault, log, 300.0, soak.Watch(), soak.GAMES)
     assert fault.detected_s == 12.5 and fault.lost == 3 and "collector 3 died" in fault.done
+
+
+def test_the_learners_updates_add_up_over_incarnations_and_its_training_fraction_is_the_median(tmp_path):
+    """Two incarnations' TensorBoard files (a resumed run's counter starts from its checkpoint's: 300, not 0):
+    updates are each file's last count minus its first (200 + 150), the training fraction their median, and the
+    printout's line says how many actions each update stands for."""
+    from tensorboardX import SummaryWriter
+
+    for name, counts, fractions in (("a", [0, 100, 200], [0.0, 0.99, 0.98]), ("b", [300, 400, 450], [0.0, 0.97, 0.99])):
+        writer = SummaryWriter(str(tmp_path / name))
+        for step, (count, fraction) in enumerate(zip(counts, fractions)):
+            writer.add_scalar("RL/gradient_updates", count, step)
+            writer.add_scalar("Performance/learner_training_fraction", fraction, step)
+        writer.close()
+    updates, fraction = soak.learner_updates(tmp_path)
+    assert updates == 350 and abs(fraction - 0.975) < 1e-6  # float32 in the files
+    line = soak.learner_line(tmp_path, 5600)
+    assert "350 gradient updates (16.0 actions stored per update)" in line and "median training fraction 0.98" in line
+    assert "no update logged" in soak.learner_line(tmp_path / "none", 10)
